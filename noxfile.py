@@ -1,0 +1,126 @@
+"""Developer sessions for the DLVM monorepo (``nox --list`` shows them).
+
+One session per package (``nox -s ir``, ``nox -s cli``, …) installs only that package and
+the ``dlvm-*`` packages it depends on, so a missing dependency shows up. ``integration``,
+``tests`` (the default), ``lint`` and ``demo`` work on the whole repository.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests"]
+
+ROOT = Path(__file__).resolve().parent
+PACKAGES_DIR = ROOT / "packages"
+# Third-party plugins as a user would install them: one that works, one whose import fails.
+FIXTURE_PLUGINS = ["integration-tests/fixtures/dlvm-sample-plugin",
+                   "integration-tests/fixtures/dlvm-broken-plugin"]
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "lit>=18", "filecheck>=1.0.6", "psutil>=5"]
+
+
+def packages() -> list[str]:
+    """Folder names under packages/ that hold a pyproject.toml, e.g. ``dlvm-ir``."""
+    return sorted(p.parent.name for p in PACKAGES_DIR.glob("*/pyproject.toml"))
+
+
+def local_deps(package: str) -> list[str]:
+    """The ``dlvm-*`` dependencies of ``package`` that are folders under packages/."""
+    with open(PACKAGES_DIR / package / "pyproject.toml", "rb") as f:
+        requirements = tomllib.load(f).get("project", {}).get("dependencies", [])
+    names = []
+    for requirement in requirements:
+        match = re.match(r"[A-Za-z0-9._-]+", requirement.strip())
+        name = re.sub(r"[._-]+", "-", match.group(0)).lower() if match else ""
+        if name.startswith("dlvm-") and (PACKAGES_DIR / name / "pyproject.toml").exists():
+            names.append(name)
+    return names
+
+
+def closure(package: str) -> list[str]:
+    """``package`` and, transitively, every local package it depends on."""
+    seen: list[str] = []
+    todo = [package]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.append(name)
+            todo.extend(local_deps(name))
+    return sorted(seen)
+
+
+def editable(paths: list[str]) -> list[str]:
+    """``-e PATH`` arguments for ``session.install``."""
+    return [arg for path in paths for arg in ("-e", path)]
+
+
+def everything() -> list[str]:
+    """All packages, plus the fixture plugins used by the integration tests."""
+    paths = [f"packages/{name}" for name in packages()]
+    paths += [p for p in FIXTURE_PLUGINS if (ROOT / p / "pyproject.toml").exists()]
+    return paths
+
+
+def has_tests(folder: Path) -> bool:
+    """Whether ``folder`` holds any pytest test modules."""
+    return any(folder.rglob("test_*.py")) or any(folder.rglob("*_test.py"))
+
+
+def package_session(package: str) -> None:
+    """Register the session ``nox -s <package without dlvm->`` for one package."""
+    tests = f"packages/{package}/tests"
+    runnable = has_tests(ROOT / tests)
+
+    def run(session: nox.Session) -> None:
+        if not runnable:
+            session.skip(f"{tests} holds no tests")
+        deps = [f"packages/{name}" for name in closure(package)]
+        session.install(*editable(deps), *TEST_DEPS)
+        session.run("pytest", tests, *session.posargs)
+
+    run.__doc__ = f"Test {package} with only its own dlvm-* dependencies installed."
+    # Without tests there is nothing to install: skip before any venv is made.
+    nox.session(run, name=package.removeprefix("dlvm-"), venv_backend=None if runnable else "none")
+
+
+for _package in packages():
+    package_session(_package)
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Cross-package tests: every package installed, run integration-tests/."""
+    session.install(*editable(everything()), *TEST_DEPS)
+    session.run("pytest", "integration-tests", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every test (package unit tests, lit suites, integration tests) in one venv."""
+    session.install(*editable(everything()), *TEST_DEPS)
+    session.run("pytest", "-p", "no:cacheprovider", "packages", "integration-tests",
+                *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Run ruff over the repository."""
+    session.install("ruff")
+    session.run("ruff", "check", ".", *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Install DLVM and run the bundled example."""
+    session.install(*editable([f"packages/{name}" for name in packages()]))
+    pipeline = "examples/digits-mlp/pipeline.toml"
+    if (ROOT / pipeline).exists():
+        session.run("dlvm", "run", pipeline, *session.posargs)
+    else:
+        session.run("dlvm", "exec", "examples/website-demo/website-demo.dl", "-f", "f",
+                    "--args", "examples/website-demo/inputs.npz", *session.posargs)

@@ -1,0 +1,1 @@
+"""The core commands, one module each; `dlvm.cli.app` registers them."""

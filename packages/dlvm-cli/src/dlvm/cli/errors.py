@@ -1,0 +1,93 @@
+"""How the CLI turns exceptions into messages and exit codes.
+
+Users see compiler-style lines, never a traceback: `FILE:LINE:COL: error: …`
+for diagnostics, `dlvm: error: …` for other DLVM errors, and
+`dlvm: internal error: …` for bugs. `--debug` or `DLVM_DEBUG=1` re-raises instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+DEBUG_ENV = "DLVM_DEBUG"
+
+
+def debug_from_env() -> bool:
+    """True when `DLVM_DEBUG` asks for tracebacks (any value but empty, 0, false, no, off)."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def emit(line: str) -> None:
+    """Write one message to stderr, looked up at call time so test runners capture it."""
+    stream = sys.stderr
+    stream.write(line + "\n")
+    stream.flush()
+
+
+def error(message: str) -> None:
+    emit(f"dlvm: error: {message}")
+
+
+def warning(message: str) -> None:
+    emit(f"dlvm: warning: {message}")
+
+
+def note(message: str) -> None:
+    emit(f"dlvm: note: {message}")
+
+
+def print_diagnostics(exc: Any) -> None:
+    """Every diagnostic of a `DiagnosticError`, with source line and caret when located."""
+    diagnostics = list(getattr(exc, "diagnostics", ()))
+    if not diagnostics:
+        error(str(exc) or type(exc).__name__)
+        return
+    for d in diagnostics:
+        if d.location is None:
+            emit(f"dlvm: {d.severity}: {d.message}")
+        else:
+            emit(d.render())
+
+
+def report(exc: BaseException) -> int:
+    """Print `exc` for a user and return the exit code; never raises."""
+    try:
+        from dlvm.ir import DiagnosticError, DlvmError, PipelineError, RegistryError
+    except Exception:  # dlvm.ir itself is broken: all we can say is what went wrong
+        return internal_error(exc)
+    if isinstance(exc, DiagnosticError):
+        print_diagnostics(exc)
+    elif isinstance(exc, DlvmError):
+        error(str(exc) or type(exc).__name__)
+        if isinstance(exc, RegistryError | PipelineError):
+            note_failed_plugins()
+    else:
+        return internal_error(exc)
+    return EXIT_FAILURE
+
+
+def internal_error(exc: BaseException) -> int:
+    message = str(exc).strip()
+    detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    emit(f"dlvm: internal error: {detail} (re-run with --debug for a traceback)")
+    return EXIT_FAILURE
+
+
+def note_failed_plugins() -> None:
+    """An unknown name may come from a plugin that failed to load: say so."""
+    try:
+        from dlvm.ir.plugin import registry
+
+        failed = [p for p in registry().plugins if p.status == "failed"]
+    except Exception:
+        return
+    for p in failed:
+        note(f"plugin '{p.name}' ({p.distribution}) failed to load: {p.error}; "
+             "see 'dlvm plugins'")

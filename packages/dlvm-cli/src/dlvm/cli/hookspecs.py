@@ -1,0 +1,25 @@
+"""The CLI-only hook: plugins add sub-commands to the `dlvm` Typer app.
+
+It lives here rather than in `dlvm.ir.plugin` because only the CLI has an app
+to add to; `dlvm.cli.main` adds it to the registry's plugin manager at startup.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dlvm.ir.plugin import hookspec
+
+if TYPE_CHECKING:
+    import typer
+
+
+class CliHooks:
+    """Hook specifications that only the `dlvm` command calls."""
+
+    @hookspec
+    def register_commands(self, app: typer.Typer) -> None:
+        """Add commands to `app`, preferably as one sub-app: `app.add_typer(sub, name="gpu")`.
+
+        A plugin must not reuse a core command name (`verify`, `opt`, `exec`, `plugins`).
+        """

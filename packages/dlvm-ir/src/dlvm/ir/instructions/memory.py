@@ -1,0 +1,187 @@
+"""Memory, reference counting, `trap`, and the `stack` used as the AD tape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core import Instruction, Module
+from ..opdef import define
+from ..runtime import Box, ExecutionError, Memory, Pointer, Stack, zero_value
+from ..types import STACK, VOID, BoxType, PointerType, StackType, Type
+from .aggregate import element_type, runtime_keys
+from .common import fail, resolved, scalar_of
+
+EFFECTS = ("side_effects",)
+
+
+def _pointee(v: Any, m: Module | None, what: str = "operand") -> Type:
+    t = resolved(v.type, m)
+    if not isinstance(t, PointerType):
+        fail(f"{what} must be a pointer, found '{v.type}'")
+    return t.pointee
+
+
+def _boxed(v: Any, m: Module | None) -> Type:
+    t = resolved(v.type, m)
+    if not isinstance(t, BoxType):
+        fail(f"operand must be a box, found '{v.type}'")
+    return t.boxed
+
+
+def _stack(v: Any, m: Module | None) -> None:
+    if not isinstance(resolved(v.type, m), StackType):
+        fail(f"operand must be a stack, found '{v.type}'")
+
+
+def _int_count(v: Any, m: Module | None) -> None:
+    t = scalar_of(v, m, "count")
+    if not t.dtype.is_int:
+        fail(f"count must be an integer scalar, found '{v.type}'")
+
+
+def _alloc_stack_rule(inst: Instruction, m: Module | None) -> Type:
+    if inst.count < 1:
+        fail("allocateStack needs a positive count")
+    return PointerType(inst.type_)
+
+
+def _alloc(t: Type, n: int, frame: Any) -> Pointer:
+    return Pointer(Memory([zero_value(t, frame.module) for _ in range(n)]))
+
+
+define("allocateStack", "$type_:type count $count:int", _alloc_stack_rule, traits=EFFECTS,
+       evaluate=lambda inst, f: _alloc(inst.type_, inst.count, f), category="memory",
+       summary="allocate `count` values of a type in the function's frame")
+
+
+def _alloc_heap_rule(inst: Instruction, m: Module | None) -> Type:
+    _int_count(inst.count, m)
+    return PointerType(inst.type_)
+
+
+define("allocateHeap", "$type_:type count $count", _alloc_heap_rule, traits=EFFECTS,
+       evaluate=lambda inst, f: _alloc(inst.type_, int(f.get(inst.count)), f),
+       category="memory", summary="allocate `count` values of a type on the heap")
+
+define("allocateBox", "$type_:type", lambda inst, m: BoxType(inst.type_), traits=EFFECTS,
+       evaluate=lambda inst, f: Box(Memory([zero_value(inst.type_, f.module)])),
+       category="memory", summary="allocate a reference-counted box")
+define("projectBox", "$box", lambda inst, m: PointerType(_boxed(inst.box, m)),
+       evaluate=lambda inst, f: Pointer(f.get(inst.box).memory), category="memory",
+       summary="the address of a box's contents")
+
+
+def _retain(inst: Instruction, frame: Any) -> None:
+    frame.get(inst.box).refcount += 1
+
+
+def _release(inst: Instruction, frame: Any) -> None:
+    box = frame.get(inst.box)
+    box.refcount -= 1
+    if box.refcount == 0:
+        box.memory.freed = True
+
+
+define("retain", "$box", lambda inst, m: (_boxed(inst.box, m), VOID)[1], traits=EFFECTS,
+       evaluate=_retain, category="memory", summary="increment a box's reference count")
+define("release", "$box", lambda inst, m: (_boxed(inst.box, m), VOID)[1], traits=EFFECTS,
+       evaluate=_release, category="memory",
+       summary="decrement a box's reference count, freeing it at zero")
+
+
+def _deallocate(inst: Instruction, frame: Any) -> None:
+    p = frame.get(inst.pointer)
+    if p.memory.freed:
+        raise ExecutionError("double deallocation")
+    p.memory.freed = True
+
+
+define("deallocate", "$pointer", lambda inst, m: (_pointee(inst.pointer, m), VOID)[1],
+       traits=EFFECTS, evaluate=_deallocate, category="memory", summary="free memory")
+define("load", "$pointer", lambda inst, m: _pointee(inst.pointer, m),
+       evaluate=lambda inst, f: f.get(inst.pointer).load(), category="memory",
+       summary="read the value at an address")
+
+
+def _store_rule(inst: Instruction, m: Module | None) -> Type:
+    t = _pointee(inst.pointer, m)
+    if resolved(t, m) != resolved(inst.value.type, m):
+        fail(f"cannot store '{inst.value.type}' to '{inst.pointer.type}'")
+    return VOID
+
+
+define("store", "$value to $pointer", _store_rule, traits=EFFECTS,
+       evaluate=lambda inst, f: f.get(inst.pointer).store(f.get(inst.value)),
+       category="memory", summary="write a value to an address")
+
+
+def _element_pointer_eval(inst: Instruction, frame: Any) -> Pointer:
+    p = frame.get(inst.pointer)
+    return Pointer(p.memory, p.index, p.path + runtime_keys(inst.keys, frame))
+
+
+define("elementPointer", "$pointer at $keys:keys",
+       lambda inst, m: PointerType(element_type(_pointee(inst.pointer, m), inst.keys, m)),
+       evaluate=_element_pointer_eval, category="memory",
+       summary="the address of an element inside the pointee")
+
+
+def _copy_rule(inst: Instruction, m: Module | None) -> Type:
+    src, dst = resolved(inst.source.type, m), resolved(inst.destination.type, m)
+    if isinstance(src, BoxType) and isinstance(dst, BoxType):
+        same = src.boxed == dst.boxed
+    elif isinstance(src, PointerType) and isinstance(dst, PointerType):
+        same = src.pointee == dst.pointee
+    else:
+        fail(f"copy needs two pointers or two boxes, found '{src}' and '{dst}'")
+    if not same:
+        fail(f"cannot copy from '{src}' to '{dst}'")
+    _int_count(inst.count, m)
+    return VOID
+
+
+def _copy_eval(inst: Instruction, frame: Any) -> None:
+    src, dst, n = frame.get(inst.source), frame.get(inst.destination), int(frame.get(inst.count))
+    src_cells = src.memory.cells[src.index: src.index + n] if isinstance(src, Pointer) else (
+        src.memory.cells)
+    if len(src_cells) < n:
+        raise ExecutionError("copy reads past the end of its source")
+    base = dst.index if isinstance(dst, Pointer) else 0
+    if base + n > len(dst.memory.cells):
+        raise ExecutionError("copy writes past the end of its destination")
+    dst.memory.cells[base: base + n] = list(src_cells)
+
+
+define("copy", "from $source to $destination count $count", _copy_rule, traits=EFFECTS,
+       evaluate=_copy_eval, category="memory", summary="copy `count` values between addresses")
+
+
+def _trap(inst: Instruction, frame: Any) -> None:
+    raise ExecutionError("trap")
+
+
+define("trap", "", lambda inst, m: VOID, traits=("side_effects", "may_trap"), evaluate=_trap,
+       category="memory", summary="stop the program with an error")
+
+# ---------------------------------------------------------------- stack (AD tape)
+
+define("createStack", "", lambda inst, m: STACK, traits=EFFECTS,
+       evaluate=lambda inst, f: Stack(), category="stack", summary="a new empty stack")
+define("destroyStack", "$stack", lambda inst, m: (_stack(inst.stack, m), VOID)[1],
+       traits=EFFECTS, evaluate=lambda inst, f: f.get(inst.stack).items.clear(),
+       category="stack", summary="release a stack")
+define("push", "$value to $stack", lambda inst, m: (_stack(inst.stack, m), VOID)[1],
+       traits=EFFECTS, evaluate=lambda inst, f: f.get(inst.stack).items.append(f.get(inst.value)),
+       category="stack", summary="push a value on a stack")
+
+
+def _pop(inst: Instruction, frame: Any) -> Any:
+    s = frame.get(inst.stack)
+    if not s.items:
+        raise ExecutionError("pop from an empty stack")
+    return s.items.pop()
+
+
+define("pop", "$type_:type from $stack", lambda inst, m: (_stack(inst.stack, m), inst.type_)[1],
+       traits=EFFECTS, evaluate=_pop, category="stack",
+       summary="pop the most recently pushed value, of the given type")

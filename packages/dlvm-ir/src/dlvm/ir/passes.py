@@ -1,0 +1,144 @@
+"""Passes and the pass manager.
+
+A pass is a small dataclass whose fields are its options (settable from
+pipeline text `name{key=value}` and from TOML). It runs on a module, or on
+each function with a body (`FunctionPass`), and reports whether it
+changed anything. The manager verifies after every pass by default, and
+can print the IR after each pass, time passes and collect statistics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, get_type_hints
+
+from .core import Function, Module
+from .diagnostics import DiagnosticError, DlvmError
+
+
+class PassError(DlvmError):
+    """A pass failed, or left the module malformed."""
+
+
+@dataclass
+class PassContext:
+    """What a running pass may report besides 'changed'."""
+
+    stats: Counter[str] = field(default_factory=Counter)
+
+    def stat(self, what: str, count: int = 1) -> None:
+        """Count an event, e.g. `ctx.stat("instructions removed", 3)`."""
+        if count:
+            self.stats[what] += count
+
+
+@dataclass
+class Pass:
+    """Base of module passes; subclasses are dataclasses whose fields are options."""
+
+    name: ClassVar[str] = "pass"
+    summary: ClassVar[str] = ""
+
+    def run(self, module: Module, ctx: PassContext) -> bool:
+        raise NotImplementedError(f"pass '{self.name}' does not implement run()")
+
+    @classmethod
+    def option_types(cls) -> dict[str, Any]:
+        hints = get_type_hints(cls)
+        return {f.name: hints[f.name] for f in fields(cls)}
+
+    def describe(self) -> str:
+        """The pass as pipeline text, with the options that differ from their defaults."""
+        opts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.default is not MISSING:
+                default = f.default
+            elif f.default_factory is not MISSING:
+                default = f.default_factory()
+            else:
+                default = MISSING
+            if value != default:
+                opts.append(f"{f.name}={format_option(value)}")
+        return self.name + ("{" + " ".join(opts) + "}" if opts else "")
+
+
+@dataclass
+class FunctionPass(Pass):
+    """A pass that runs on each function with a body, independently."""
+
+    def run(self, module: Module, ctx: PassContext) -> bool:
+        changed = False
+        for fn in list(module.functions):
+            if fn.blocks and self.run_on_function(fn, ctx):
+                fn.invalidate()
+                changed = True
+        return changed
+
+    def run_on_function(self, fn: Function, ctx: PassContext) -> bool:
+        raise NotImplementedError(f"pass '{self.name}' does not implement run_on_function()")
+
+
+def format_option(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(map(format_option, value))
+    return str(value)
+
+
+@dataclass
+class PassRecord:
+    """What one pass did in one pipeline run."""
+
+    name: str
+    changed: bool
+    seconds: float
+    stats: Counter[str]
+    instructions_before: int
+    instructions_after: int
+
+
+def count_instructions(module: Module) -> int:
+    return sum(len(b.instructions) for fn in module.functions for b in fn.blocks)
+
+
+@dataclass
+class PassManager:
+    passes: list[Pass]
+    verify_each: bool = True
+    print_after: Callable[[Pass, Module, bool], None] | None = None
+
+    def run(self, module: Module) -> list[PassRecord]:
+        from .verifier import verify
+
+        records = []
+        for p in self.passes:
+            ctx = PassContext()
+            before = count_instructions(module)
+            start = time.perf_counter()
+            try:
+                changed = bool(p.run(module, ctx))
+            except DlvmError:
+                raise
+            except RecursionError:
+                raise PassError(f"pass '{p.name}' exceeded the recursion limit") from None
+            seconds = time.perf_counter() - start
+            after = count_instructions(module)
+            if changed:
+                module.invalidate()
+                for fn in module.functions:
+                    fn.invalidate()
+            records.append(PassRecord(p.describe(), changed, seconds, ctx.stats, before, after))
+            if self.print_after is not None:
+                self.print_after(p, module, changed)
+            if self.verify_each:
+                try:
+                    verify(module)
+                except DiagnosticError as e:
+                    raise PassError(f"pass '{p.name}' produced malformed IR:\n"
+                                    f"{e.render(with_source=False)}") from None
+        return records

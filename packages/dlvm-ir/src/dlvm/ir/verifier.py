@@ -1,0 +1,272 @@
+"""The verifier: every rule a well-formed module obeys.
+
+It reports all problems it finds (not just the first), each located at
+the offending instruction, block or function when the IR came from text.
+Checked: names, types of every instruction (the type rules), literals,
+terminators, block arguments, returns, dominance of uses, entry
+arguments, and the types of gradient declarations.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .analysis.dominance import DominatorTree
+from .core import (
+    Argument,
+    Block,
+    DerivativeDecl,
+    Function,
+    GlobalVariable,
+    Instruction,
+    LiteralValue,
+    Module,
+    Value,
+)
+from .derivatives import gradient_type
+from .diagnostics import DiagnosticError, DiagnosticSink, Location
+from .instructions.aggregate import check_literal
+from .opdef import TypeRuleError
+from .types import INVALID, EnumDecl, NominalType, TupleType, Type, types_compatible
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+
+
+class Verifier:
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.sink = DiagnosticSink()
+
+    def error(self, message: str, where: Location | None) -> None:
+        self.sink.error(message, where)
+
+    def run(self) -> None:
+        m = self.module
+        names: dict[str, object] = {}
+        for g in [*m.globals, *m.functions]:
+            if g.name is None:
+                continue
+            if not IDENTIFIER.match(g.name):
+                self.error(f"invalid name '@{g.name}'", g.location)
+            if g.name in names:
+                self.error(f"redefinition of '@{g.name}'", g.location)
+            names[g.name] = g
+        for fn in m.functions:
+            self.function(fn)
+
+    # ------------------------------------------------------------ functions
+
+    def function(self, fn: Function) -> None:
+        decl = fn.declaration
+        if decl is not None and fn.blocks:
+            self.error(f"declaration '@{fn.name}' cannot have a body", fn.location)
+        if isinstance(decl, DerivativeDecl):
+            self.derivative(fn, decl)
+        if not fn.blocks:
+            return
+        entry = fn.entry
+        params = fn.type_.arguments
+        arg_types = tuple(a.type for a in entry.arguments)
+        if arg_types != params and tuple(map(self.module.resolve, arg_types)) != tuple(
+            map(self.module.resolve, params)
+        ):
+            self.error(f"entry block arguments ({', '.join(map(str, arg_types))}) do not match "
+                       f"the parameters of '@{fn.name}' ({', '.join(map(str, params))})",
+                       entry.location or fn.location)
+        self.names(fn)
+        dom = fn.analysis(DominatorTree)
+        for block in fn.blocks:
+            self.block(fn, block, dom)
+
+    def derivative(self, fn: Function, decl: DerivativeDecl) -> None:
+        of = decl.of
+        where = decl.location or fn.location
+        if not isinstance(of, Function) or of.module is not self.module:
+            self.error(f"gradient declaration refers to '{of.name}', which is not a function "
+                       "of this module", where)
+            return
+        try:
+            expected = gradient_type(decl, of.type_, self.module)
+        except TypeRuleError as e:
+            self.error(f"invalid gradient declaration of '@{of.name}': {e}", where)
+            return
+        if not types_compatible(self.module.resolve(fn.type), expected):
+            self.error(f"gradient declaration '@{fn.name}' must have type '{expected}', "
+                       f"found '{fn.type}'", where)
+
+    def names(self, fn: Function) -> None:
+        values: set[str] = set()
+        blocks: set[str] = set()
+        for block in fn.blocks:
+            if block.name is not None:
+                if not IDENTIFIER.match(block.name):
+                    self.error(f"invalid block name ''{block.name}'", block.location)
+                elif block.name in blocks:
+                    self.error(f"redefinition of block ''{block.name}'", block.location)
+                blocks.add(block.name)
+            for v in [*block.arguments, *block.instructions]:
+                if v.name is None:
+                    continue
+                where = v.location if isinstance(v, Instruction) else block.location
+                if not IDENTIFIER.match(v.name):
+                    self.error(f"invalid name '%{v.name}'", where)
+                elif v.name in values:
+                    self.error(f"redefinition of '%{v.name}'", where)
+                values.add(v.name)
+
+    # ------------------------------------------------------------ blocks
+
+    def block(self, fn: Function, block: Block, dom: DominatorTree) -> None:
+        if not block.instructions:
+            self.error(f"block '{self.block_name(block)}' is empty; it must end with a "
+                       "terminator", block.location)
+            return
+        last = block.instructions[-1]
+        if not last.is_terminator:
+            self.error(f"block '{self.block_name(block)}' does not end with a terminator "
+                       "(branch, conditional, branchEnum or return)",
+                       last.location or block.location)
+        reachable = dom.is_reachable(block) if hasattr(dom, "is_reachable") else True
+        for inst in block.instructions:
+            if inst.is_terminator and inst is not last:
+                self.error(f"terminator '{inst.opcode}' must be the last instruction of its "
+                           "block", inst.location)
+            self.instruction(fn, inst, dom, reachable)
+
+    def block_name(self, block: Block) -> str:
+        if block.name is not None:
+            return "'" + block.name
+        return "'" + str(block.index()) if block.function else "'?"
+
+    # ------------------------------------------------------------ instructions
+
+    def instruction(self, fn: Function, inst: Instruction, dom: DominatorTree,
+                    reachable: bool) -> None:
+        where = inst.location
+        ok = True
+        for v in inst.operands:
+            if not self.operand(fn, inst, v, dom, reachable):
+                ok = False
+        if not ok:
+            return
+        try:
+            t = inst.op.infer(inst, self.module)
+        except TypeRuleError as e:
+            self.error(f"'{inst.opcode}': {e}", where)
+            return
+        if inst.type is INVALID or not types_compatible(inst.type, t):
+            if inst.type is not INVALID:
+                self.error(f"'{inst.opcode}' has result type '{inst.type}', but its type rule "
+                           f"gives '{t}'", where)
+            inst.type = t
+        if inst.type.is_void and inst.name is not None:
+            self.error(f"'{inst.opcode}' produces no value and cannot be named '%{inst.name}'",
+                       where)
+        if inst.is_terminator:
+            self.terminator(fn, inst)
+
+    def operand(self, fn: Function, inst: Instruction, v: Value, dom: DominatorTree,
+                reachable: bool) -> bool:
+        where = inst.location
+        if isinstance(v, LiteralValue):
+            try:
+                check_literal(v.literal, v.type, self.module)
+            except TypeRuleError as e:
+                self.error(f"'{inst.opcode}': {e}", where)
+                return False
+            return True
+        if isinstance(v, Function | GlobalVariable):
+            if v.module is not self.module:
+                self.error(f"'{inst.opcode}' uses '@{v.name}', which is not in this module",
+                           where)
+                return False
+            return True
+        if isinstance(v, Instruction | Argument):
+            owner = v.block.function if v.block is not None else None
+            if owner is not fn:
+                self.error(f"'{inst.opcode}' uses a value defined outside '@{fn.name}'", where)
+                return False
+            if v.type is INVALID:
+                return False  # already reported at its definition
+            if reachable and not dom.value_dominates(v, inst):
+                self.error(f"'{inst.opcode}' uses '%{self.value_name(v)}' where its definition "
+                           "does not dominate", where)
+                return False
+            return True
+        self.error(f"'{inst.opcode}' uses an unresolved value '{v.name}'", where)
+        return False
+
+    def value_name(self, v: Value) -> str:
+        if v.name is not None:
+            return v.name
+        if isinstance(v, Instruction) and v.block and v.block.function:
+            return f"{v.block.index()}.{v.index()}"
+        if isinstance(v, Argument) and v.block and v.block.function:
+            return f"{v.block.index()}^{v.index()}"
+        return "?"
+
+    def terminator(self, fn: Function, inst: Instruction) -> None:
+        where = inst.location
+        if inst.opcode == "return":
+            result = fn.type_.result
+            v = inst.fields.get("value")
+            if v is None:
+                if not result.is_void:
+                    self.error(f"'return' needs a value of type '{result}'", where)
+            elif not self.compatible(v.type, result):
+                self.error(f"'return' of '{v.type}' in a function returning '{result}'", where)
+            return
+        if inst.opcode == "branchEnum":
+            decl = self.module.type_decls.get(self.enum_name(inst.value.type))
+            for case, target in inst.cases:
+                types = decl.case_types(case) if isinstance(decl, EnumDecl) else None
+                self.target_args(fn, inst, target.block, list(types or ()), f"case '?{case}'")
+            return
+        for target in inst.targets:
+            self.target_args(fn, inst, target.block, [a.type for a in target.args], "branch")
+
+    def enum_name(self, t: Type) -> str:
+        t = self.module.resolve(t)
+        return t.name if isinstance(t, NominalType) else ""
+
+    def target_args(self, fn: Function, inst: Instruction, block: Block, given: list[Type],
+                    what: str) -> None:
+        where = inst.location
+        if block.function is not fn:
+            self.error(f"'{inst.opcode}' targets a block that is not in '@{fn.name}'", where)
+            return
+        params = [a.type for a in block.arguments]
+        name = self.block_name(block)
+        if len(given) != len(params):
+            self.error(f"{what} passes {len(given)} argument{'s' if len(given) != 1 else ''} "
+                       f"to block '{name}', which takes {len(params)}", where)
+            return
+        for i, (g, p) in enumerate(zip(given, params, strict=True)):
+            if not self.compatible(g, p):
+                self.error(f"{what} passes '{g}' as argument {i} of block '{name}', "
+                           f"which expects '{p}'", where)
+
+    def compatible(self, a: Type, b: Type) -> bool:
+        if types_compatible(a, b):
+            return True
+        ra, rb = self.module.resolve(a), self.module.resolve(b)
+        if isinstance(ra, TupleType) and isinstance(rb, TupleType):
+            return len(ra.elements) == len(rb.elements) and all(
+                self.compatible(x, y) for x, y in zip(ra.elements, rb.elements, strict=True))
+        return types_compatible(ra, rb)
+
+
+def verify(module: Module) -> None:
+    """Raise `DiagnosticError` listing every problem in the module."""
+    v = Verifier(module)
+    v.run()
+    v.sink.raise_if_failed()
+
+
+def verify_diagnostics(module: Module) -> list[str]:
+    """The verifier's messages, without raising (for tests and tools)."""
+    try:
+        verify(module)
+    except DiagnosticError as e:
+        return [d.message for d in e.diagnostics]
+    return []
