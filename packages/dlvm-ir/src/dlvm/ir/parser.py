@@ -131,7 +131,8 @@ class Parser:
     def describe(self, tok: lx.Token) -> str:
         if tok.kind in (lx.NL, lx.EOF):
             return tok.kind
-        return f"'{tok.text}'"
+        text = tok.text if len(tok.text) <= 40 else tok.text[:40] + "…"
+        return f"'{text}'"
 
     def expect_punct(self, text: str, what: str = "") -> lx.Token:
         t = self.tok

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 DTYPE_NAMES = {"float16": "f16", "float32": "f32", "float64": "f64", "bool": "bool",
                "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64"}
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK"
 PRINT_THRESHOLD = 1000  # elements; larger arrays are summarized with '...'
 
 
@@ -42,11 +44,12 @@ def exec_(
         "--seed", metavar="N", help="Seed for 'random' (target interp only).")] = None,
 ) -> None:
     """Compile an IR file for a target and call one function."""
+    target_name = resolve_target(target)  # an unknown target is reported before anything else
     module = load_module(file)
     name = function.removeprefix("@")
     fn = callable_function(module, name, file)
     args = load_args(args_file, len(fn.type_.arguments), name)
-    executable = ir.compile(module, target, **target_options(target, seed))
+    executable = ir.compile(module, target_name, **target_options(target_name, seed))
     results = executable.call(name, *args)
     if output is not None:
         save_results(output, results)
@@ -65,16 +68,22 @@ def callable_function(module: Module, name: str, file: str) -> Function:
     raise ir.DlvmError(f"no function '@{name}' to call in '{file}' (available: {available})")
 
 
-def target_options(target: str | None, seed: int | None) -> dict[str, Any]:
+def resolve_target(target: str | None) -> str:
+    """The registered target to use (the fastest installed one by default)."""
+    reg = ir.registry()
+    name = target if target is not None else reg.default_target()
+    reg.entry("target", name)  # raises RegistryError listing the known targets
+    return name
+
+
+def target_options(target: str, seed: int | None) -> dict[str, Any]:
     """`seed` is an option of the interpreter only; other targets ignore it with a warning."""
     if seed is None:
         return {}
-    reg = ir.registry()
-    name = target if target is not None else reg.default_target()
-    entry = reg.entry("target", name)
+    entry = ir.registry().entry("target", target)
     if (entry.alias_of or entry.name) == "interp":
         return {"seed": seed}
-    warning(f"--seed applies to target 'interp' only; ignored for '{name}'")
+    warning(f"--seed applies to target 'interp' only; ignored for '{target}'")
     return {}
 
 
@@ -89,8 +98,8 @@ def load_args(path: str | None, expected: int, name: str) -> list[np.ndarray]:
     missing = [k for k in wanted if k not in arrays]
     if missing:
         found = ", ".join(sorted(arrays))
-        raise ir.DlvmError(f"'{path}' has no array '{missing[0]}': arguments must be named "
-                           f"arg0…arg{expected - 1} (found {found})")
+        raise ir.DlvmError(f"'{path}' has no array '{missing[0]}': the arguments of "
+                           f"'@{name}' must be named {', '.join(wanted)} (found {found})")
     return [arrays[k] for k in wanted]
 
 
@@ -99,10 +108,13 @@ def read_npz(path: str) -> dict[str, np.ndarray]:
     import numpy as np
 
     try:
-        archive = np.load(path, allow_pickle=False)
-        if not hasattr(archive, "files"):
+        with open(path, "rb") as f:
+            magic = f.read(len(NPY_MAGIC))
+        if magic == NPY_MAGIC:
             raise ir.DlvmError(f"'{path}' holds a single array (.npy), not an .npz archive")
-        with archive:
+        if not magic.startswith(ZIP_MAGIC):
+            raise ir.DlvmError(f"'{path}' is not an .npz archive")
+        with np.load(path, allow_pickle=False) as archive:
             return {k: archive[k] for k in archive.files}
     except FileNotFoundError:
         raise ir.DlvmError(f"cannot read arguments file '{path}': no such file") from None
@@ -118,7 +130,8 @@ def save_results(path: str, results: tuple[np.ndarray, ...]) -> None:
 
     try:
         with open(path, "wb") as f:
-            np.savez(f, **{f"out{i}": r for i, r in enumerate(results)})
+            arrays: dict[str, Any] = {f"out{i}": r for i, r in enumerate(results)}
+            np.savez(f, **arrays)
     except OSError as e:
         raise ir.DlvmError(f"cannot write '{path}': {e.strerror or e}") from None
 
@@ -130,7 +143,16 @@ def show_results(results: tuple[np.ndarray, ...]) -> None:
     for i, r in enumerate(results):
         arr = np.asarray(r)
         typer.echo(f"out{i}: {type_text(arr)}")
-        typer.echo(np.array2string(arr, threshold=PRINT_THRESHOLD, max_line_width=100))
+        typer.echo(array_text(arr))
+
+
+def array_text(arr: np.ndarray) -> str:
+    """numpy's printing, summarized past PRINT_THRESHOLD elements; scalars as `9.0`."""
+    import numpy as np
+
+    if arr.ndim == 0:
+        return str(arr[()])
+    return np.array2string(arr, threshold=PRINT_THRESHOLD, max_line_width=100)
 
 
 def type_text(arr: np.ndarray) -> str:

@@ -13,7 +13,7 @@ from dlvm.cli.inputs import load_module
 
 def verify(
     files: Annotated[list[str], typer.Argument(
-        metavar="FILE...", help="IR files to check ('-' reads stdin).")],
+        metavar="FILE", help="IR files to check ('-' reads stdin).")],
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print 'FILE: ok' for each valid file.")] = False,
 ) -> None:
