@@ -17,8 +17,8 @@ class Source:
     text: str
 
     def line(self, number: int) -> str:
-        lines = self.text.splitlines()
-        return lines[number - 1] if 0 < number <= len(lines) else ""
+        lines = self.text.split("\n")  # as the lexer counts lines: \f or \v do not end one
+        return lines[number - 1].removesuffix("\r") if 0 < number <= len(lines) else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +85,11 @@ class DiagnosticSink:
     def error(self, message: str, location: Location | None = None) -> None:
         if len(self.diagnostics) < self.limit:
             self.diagnostics.append(Diagnostic(message, location))
+
+    def sort(self) -> None:
+        """Order by location, so that errors found in later phases read in file order."""
+        self.diagnostics.sort(key=lambda d: (d.location is None, d.location and d.location.line,
+                                             d.location and d.location.column))
 
     @property
     def failed(self) -> bool:

@@ -1,7 +1,8 @@
 """Tokens of DLVM's textual IR.
 
 Newlines separate statements, so they are tokens — except inside `( )`,
-`[ ]` and `< >`, where a long operand list or type may wrap freely.
+`[ ]` and `< >`, where a long operand list or type may wrap freely, and
+after a `,`, where an operand list may wrap.
 Locations are byte offsets, turned into line:column only when a
 diagnostic needs one.
 """
@@ -31,6 +32,8 @@ IDENT = "identifier"
 PUNCT = "punctuation"
 ERROR = "error"
 
+MAX_DIGITS = 40  # beyond any integer type's range (i128 has 39 digits)
+
 _NAME = r"(?:[A-Za-z_][A-Za-z0-9_.]*|[0-9]+(?:\.[0-9]+|\^[0-9]+)?)"
 _PATTERN = re.compile(
     rf"""
@@ -58,6 +61,7 @@ _PATTERN = re.compile(
 )
 
 _SPACE = re.compile(r"[ \t\r\f\v]*")
+_LONG_NUMBER = re.compile(r"[0-9]{%d,}" % (MAX_DIGITS + 1))
 
 _KIND = {
     "global": GLOBAL,
@@ -74,6 +78,7 @@ _KIND = {
     "punct": PUNCT,
 }
 _OPEN = {"(": ")", "[": "]", "<": ">"}
+_NUMBERED = {"int", "global", "local", "block"}
 _CLOSE = {")", "]", ">"}
 
 
@@ -125,6 +130,18 @@ def escape(text: str) -> str:
     return f'"{body}"'
 
 
+def _newline_counts(depth: list[str]) -> bool:
+    """Newlines end statements at top level and directly inside a `{ }` body."""
+    return not depth or depth[-1] == "{"
+
+
+def _close_brace(depth: list[str]) -> None:
+    """Pop through the innermost `{`, dropping brackets left open before it."""
+    while depth:
+        if depth.pop() == "{":
+            return
+
+
 def tokenize(text: str) -> tuple[list[Token], list[tuple[int, str]]]:
     """All tokens, ending with EOF, and (offset, message) lexical errors."""
     tokens: list[Token] = []
@@ -151,20 +168,25 @@ def tokenize(text: str) -> tuple[list[Token], list[tuple[int, str]]]:
         pos = m.end()
         if kind == "punct":
             tok_text = m.group(kind)
-            if tok_text in _OPEN:
+            if tok_text in _OPEN or tok_text == "{":
                 depth.append(tok_text)
             elif tok_text in _CLOSE:
-                if depth:
+                if depth and depth[-1] != "{":
                     depth.pop()
             elif tok_text == "}":
-                depth.clear()  # recover from an unbalanced bracket at a body's end
+                _close_brace(depth)
             append(Token(PUNCT, tok_text, m.start(kind)))
         elif kind == "nl":
-            if not depth and (not tokens or tokens[-1].kind != NL):
+            if _newline_counts(depth) and tokens and tokens[-1].kind != NL \
+                    and tokens[-1].text != ",":
                 append(Token(NL, "\n", m.start(kind)))
         elif kind == "comment" or kind == "end":
             pass
         else:
-            append(Token(_KIND[kind], m.group(kind), m.start(kind)))  # type: ignore[index]
+            tok_text = m.group(kind)  # type: ignore[arg-type]
+            if kind in _NUMBERED and _LONG_NUMBER.search(tok_text):
+                errors.append((m.start(kind), f"number has more than {MAX_DIGITS} digits"))
+                tok_text = _LONG_NUMBER.sub("0", tok_text)
+            append(Token(_KIND[kind], tok_text, m.start(kind)))  # type: ignore[index]
     tokens.append(Token(EOF, "", end))
     return tokens, errors

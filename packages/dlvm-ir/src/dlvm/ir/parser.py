@@ -94,8 +94,13 @@ class Parser:
         self.tokens, lex_errors = lx.tokenize(text)
         self.pos = 0
         self.sink = DiagnosticSink()
+        self.lex_error_lines: set[int] = set()
         for offset, message in lex_errors:
             self.error_at(offset, message)
+            self.lex_error_lines.add(self.lines.location(offset).line)
+        self.poisoned: set[str] = set()  # '%x' / '@f' whose definition failed to parse
+        self.nominal_uses: list[tuple[str, int]] = []
+        self.alias_offsets: dict[str, int] = {}
         self.nesting = 0
         self.tensor_types: dict[str, tuple[Type, int]] = {}
         self.module = Module()
@@ -186,6 +191,12 @@ class Parser:
     def error_at(self, offset: int, message: str) -> None:
         self.sink.error(message, self.lines.location(offset))
 
+    def syntax_error(self, error: ParseError) -> None:
+        """Report a parse error unless a lexical error on its line already explains it."""
+        location = self.lines.location(error.offset)
+        if location.line not in self.lex_error_lines:
+            self.sink.error(error.message, location)
+
     def skip_line(self) -> None:
         while self.tok.kind not in (lx.NL, lx.EOF):
             self.pos += 1
@@ -200,34 +211,62 @@ class Parser:
 
     def parse_module(self) -> Module:
         self.skip_newlines()
-        try:
-            if self.accept_keyword("module"):
-                self.module.name = lx.unescape(self.expect(lx.STRING, "a module name string").text)
-                self.end_of_statement()
-            if self.tok.kind == lx.IDENT and self.tok.text == "stage":
-                self.advance()
-                t = self.expect(lx.IDENT, "a stage name")
-                if t.text not in ("raw", "optimizable", "canonical", "lowered"):
-                    self.fail(f"unknown stage '{t.text}'", t)
-                self.module.stage = "raw" if t.text == "canonical" else t.text
-                self.end_of_statement()
-        except ParseError as e:
-            self.error_at(e.offset, e.message)
-            self.skip_line()
+        if self.tok.kind == lx.IDENT and self.tok.text == "module":
+            self.header_line(self.parse_module_name)
+        if self.tok.kind == lx.IDENT and self.tok.text == "stage":
+            self.header_line(self.parse_stage)
         while self.tok.kind != lx.EOF:
             start = self.pos
             try:
                 self.parse_top_level()
             except ParseError as e:
-                self.error_at(e.offset, e.message)
+                self.syntax_error(e)
                 self.recover_top_level(start)
         self.resolve_globals()
+        self.check_nominal_types()
         return self.module
+
+    def header_line(self, parse: Any) -> None:
+        """Parse the `module` or `stage` line; on an error, skip just that line."""
+        try:
+            parse()
+            self.end_of_statement()
+        except ParseError as e:
+            self.syntax_error(e)
+            self.skip_line()
+
+    def parse_module_name(self) -> None:
+        self.advance()
+        self.module.name = lx.unescape(self.expect(lx.STRING, "a module name string").text)
+
+    def parse_stage(self) -> None:
+        self.advance()
+        t = self.expect(lx.IDENT, "a stage name")
+        if t.text not in ("raw", "optimizable", "canonical", "lowered"):
+            self.fail(f"unknown stage '{t.text}'", t)
+        self.module.stage = "raw" if t.text == "canonical" else t.text
+
+    def check_nominal_types(self) -> None:
+        """Every `$Name` must be declared, and no alias may refer to itself."""
+        decls = self.module.type_decls
+        for name, offset in self.nominal_uses:
+            if name not in decls:
+                self.error_at(offset, f"use of undeclared type '${name}'")
+        for name, offset in self.alias_offsets.items():
+            seen = {name}
+            target = getattr(decls.get(name), "target", None)
+            while isinstance(target, NominalType) and isinstance(decls.get(target.name), AliasDecl):
+                if target.name in seen:
+                    self.error_at(offset, f"type alias '${name}' refers to itself")
+                    break
+                seen.add(target.name)
+                target = decls[target.name].target
 
     def recover_top_level(self, start: int) -> None:
         """Skip to the next line that starts a top-level declaration."""
         if self.pos == start:
             self.advance()
+        self.poison(start, self.pos)
         self.nesting = 0
         self.function = None
         while self.tok.kind != lx.EOF:
@@ -240,6 +279,19 @@ class Parser:
                     return
             else:
                 self.advance()
+
+    def poison(self, start: int, stop: int) -> None:
+        """Names defined by tokens[start:stop], a statement that failed to parse.
+
+        Their later uses are not reported as undefined: the first error explains them.
+        """
+        for i in range(start, stop):
+            t = self.tokens[i]
+            after = self.tokens[i + 1]
+            if t.kind == lx.LOCAL and after.kind == lx.PUNCT and after.text in ("=", ":"):
+                self.poisoned.add(t.text)
+            elif t.kind == lx.GLOBAL and i > 0 and self.tokens[i - 1].text in ("func", "var"):
+                self.poisoned.add(t.text)
 
     def parse_top_level(self) -> None:
         t = self.tok
@@ -270,6 +322,7 @@ class Parser:
         name = self.expect(lx.NOMINAL, "a type name like '$Name'")
         self.expect_punct("=")
         target = None if self.accept_keyword("opaque") else self.parse_type()
+        self.alias_offsets.setdefault(name.name, name.offset)
         self.define_type(name, AliasDecl(name.name, target))
         self.end_of_statement()
 
@@ -369,7 +422,8 @@ class Parser:
             brace = self.advance()
             if declaration is not None:
                 self.error_at(brace.offset, f"declaration '{name.text}' cannot have a body")
-            self.parse_body(fn)
+            if not self.parse_body(fn, brace):
+                return
         self.end_of_statement()
 
     def parse_declaration_kind(self) -> DerivativeDecl | str:
@@ -391,37 +445,71 @@ class Parser:
             decl.seedable = True
         return decl
 
-    def parse_body(self, fn: Function) -> None:
+    def parse_body(self, fn: Function, brace: lx.Token) -> bool:
+        """The blocks up to the closing `}`; False when the body is left unclosed."""
         self.function = fn
         self.locals, self.local_placeholders, self.local_uses = {}, {}, []
         self.blocks, self.block_refs, self.fixups = {}, {}, []
         self.skip_newlines()
+        closed = True
         while not (self.tok.kind == lx.PUNCT and self.tok.text == "}"):
             if self.tok.kind == lx.EOF:
-                self.fail("expected '}' at the end of the function body")
-            start = self.pos
-            try:
-                if self.tok.kind == lx.BLOCK:
-                    self.parse_block_header(fn)
-                elif self.block is None:
-                    self.fail(f"expected a block label like 'entry(…):', found "
-                              f"{self.describe(self.tok)}")
-                else:
-                    self.parse_instruction()
-            except ParseError as e:
-                self.error_at(e.offset, e.message)
-                self.nesting = 0
-                if self.pos == start:
-                    self.advance()
-                while self.tok.kind not in (lx.NL, lx.EOF) and not (
-                    self.tok.kind == lx.PUNCT and self.tok.text == "}"
-                ):
-                    self.advance()
-                self.skip_newlines()
-        self.advance()  # '}'
+                self.error_at(brace.offset, "function body is not closed: expected '}' "
+                              "matching this '{'")
+                closed = False
+                break
+            if self.starts_declaration():
+                self.error_at(self.tok.offset, f"expected '}}' to close the body of "
+                              f"'@{fn.name}' before this declaration")
+                closed = False
+                break
+            self.parse_statement(fn)
+        if closed:
+            self.advance()  # '}'
+            if not fn.blocks and not self.sink.failed:
+                self.error_at(brace.offset, "a function body needs at least an entry block")
         self.resolve_locals(fn)
         self.function = None
         self.block = None
+        return closed
+
+    def starts_declaration(self) -> bool:
+        """A top-level keyword at the start of a line, where a body statement should be."""
+        t = self.tok
+        if self.pos == 0 or self.tokens[self.pos - 1].kind != lx.NL:
+            return False
+        return (t.kind == lx.IDENT and t.text in TOP_LEVEL_KEYWORDS) or t.kind == lx.ATTR
+
+    def parse_statement(self, fn: Function) -> None:
+        """One block header or instruction; on an error, report it and skip the line."""
+        start = self.pos
+        try:
+            if self.tok.kind == lx.BLOCK:
+                self.parse_block_header(fn, self.advance())
+            elif self.block is None:
+                self.parse_unmarked_block_header(fn)
+            else:
+                self.parse_instruction()
+        except ParseError as e:
+            self.syntax_error(e)
+            self.nesting = 0
+            if self.pos == start:
+                self.advance()
+            while self.tok.kind not in (lx.NL, lx.EOF) and not (
+                self.tok.kind == lx.PUNCT and self.tok.text == "}"
+            ):
+                self.advance()
+            self.poison(start, self.pos)
+            self.skip_newlines()
+
+    def parse_unmarked_block_header(self, fn: Function) -> None:
+        """`entry(…):` without its `'`: report it, then read it as a block header."""
+        t, after = self.tok, self.tokens[self.pos + 1]
+        if t.kind != lx.IDENT or after.kind != lx.PUNCT or after.text != "(":
+            self.fail(f"expected a block label like 'entry(…):', found {self.describe(t)}")
+        self.error_at(t.offset, f"block labels start with \"'\": write ''{t.text}'")
+        self.advance()
+        self.parse_block_header(fn, lx.Token(lx.BLOCK, "'" + t.text, t.offset))
 
     def block_named(self, tok: lx.Token) -> Block:
         block = self.blocks.get(tok.name)
@@ -430,8 +518,7 @@ class Parser:
             self.block_refs[tok.name] = tok.offset
         return block
 
-    def parse_block_header(self, fn: Function) -> None:
-        tok = self.advance()
+    def parse_block_header(self, fn: Function, tok: lx.Token) -> None:
         block = self.block_named(tok)
         if block.function is not None:
             self.error_at(tok.offset, f"redefinition of block '{tok.text}'")
@@ -706,6 +793,7 @@ class Parser:
             self.fail(f"unknown type '{t.text}'", t)
         if t.kind == lx.NOMINAL:
             self.advance()
+            self.nominal_uses.append((t.name, t.offset))
             return NominalType(t.name)
         if t.kind == lx.PUNCT:
             if t.text == "<":
@@ -895,7 +983,8 @@ class Parser:
         for name, ph in self.local_placeholders.items():
             value = self.locals.get(name)
             if value is None:
-                self.error_at(ph.offset, f"use of undefined value '%{name}'")
+                if f"%{name}" not in self.poisoned:
+                    self.error_at(ph.offset, f"use of undefined value '%{name}'")
             else:
                 mapping[ph] = value
         for ph, written, offset in self.local_uses:
@@ -918,7 +1007,8 @@ class Parser:
         for name, ph in self.global_placeholders.items():
             value = self.globals.get(name)
             if value is None:
-                self.error_at(ph.offset, f"use of undefined function or variable '@{name}'")
+                if f"@{name}" not in self.poisoned:
+                    self.error_at(ph.offset, f"use of undefined function or variable '@{name}'")
             else:
                 mapping[ph] = value
         for ph, written, offset in self.global_uses:
@@ -944,9 +1034,8 @@ def parse(text: str | bytes, filename: str = "<input>") -> Module:
                                               f"at byte {e.start})")]) from None
     parser = Parser(text, filename)
     module = parser.parse_module()
+    parser.sink.sort()
     parser.sink.raise_if_failed()
-    if module.name == "main" and filename not in ("<input>", "-", "<stdin>"):
-        pass
     return module
 
 
