@@ -1031,3 +1031,38 @@ def test_random_with_an_empty_range_is_an_execution_error(fn: str, args: tuple) 
     m = ir.parse(RANDOM_SRC)
     with pytest.raises(ir.ExecutionError):
         ir.compile(m, "interp").call(fn, *args)
+
+
+UNBROADCAST_SRC = """
+module "unbroadcast"
+stage raw
+
+func @rows: (<_ x 3 x f32>, <_ x 1 x f32>) -> <_ x 1 x f32> {
+'entry(%dy: <_ x 3 x f32>, %b: <_ x 1 x f32>):
+    %r = unbroadcast %dy: <_ x 3 x f32> like %b: <_ x 1 x f32>
+    return %r: <_ x 1 x f32>
+}
+
+func @both: (<_ x _ x f32>, <_ x _ x f32>) -> <_ x _ x f32> {
+'entry(%dy: <_ x _ x f32>, %b: <_ x _ x f32>):
+    %r = unbroadcast %dy: <_ x _ x f32> like %b: <_ x _ x f32>
+    return %r: <_ x _ x f32>
+}
+
+func @to_scalar: (<2 x 3 x f32>, f32) -> f32 {
+'entry(%dy: <2 x 3 x f32>, %b: f32):
+    %r = unbroadcast %dy: <2 x 3 x f32> like %b: f32
+    return %r: f32
+}
+"""
+
+
+def test_unbroadcast_sums_the_broadcast_dimensions_known_at_run_time() -> None:
+    dy = np.arange(6, dtype=np.float32).reshape(2, 3)
+    same(run1(UNBROADCAST_SRC, "rows", dy, np.zeros((2, 1), np.float32)), [[3], [12]], np.float32)
+    same(run1(UNBROADCAST_SRC, "both", dy, np.zeros((1, 3), np.float32)), [[3, 5, 7]], np.float32)
+    same(run1(UNBROADCAST_SRC, "both", dy, np.zeros((1, 1), np.float32)), [[15]], np.float32)
+    same(run1(UNBROADCAST_SRC, "both", dy, np.zeros((2, 3), np.float32)), dy, np.float32)
+    same(run1(UNBROADCAST_SRC, "to_scalar", dy, np.float32(0)), 15, np.float32)
+    with pytest.raises(ir.ExecutionError, match="does not broadcast"):
+        run(UNBROADCAST_SRC, "both", dy, np.zeros((2, 2), np.float32))

@@ -1,9 +1,14 @@
-"""The type rule of gradient declarations.
+"""The type rules of derivative declarations.
 
-`[gradient @f (from S)? (wrt i…)? (keeping k…)? seedable?]` declares a
-function of type `(args…[, seed]) -> (d_wrt…, kept…)`: the derivatives come
-first, then the kept outputs, always as a tuple. The verifier checks a
-declaration against this rule; `dlvm-ad` uses it to build the body.
+`[gradient @f (from S)? (wrt i…)? (keeping k…)? seedable?]` (reverse mode)
+declares a function of type `(args…[, seed]) -> (d_wrt…, kept…)`: the
+derivatives come first, then the kept outputs, always as a tuple.
+
+`[tangent @f (from S)? (wrt i…)? (keeping k…)?]` (forward mode) declares
+`(args…, t_wrt…) -> (t_out, kept…)`: one tangent argument per `wrt`
+argument after the primal arguments; the tangent of output S first.
+
+The verifier checks a declaration against its rule; `dlvm-ad` builds the body.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ def wrt_indices(decl: DerivativeDecl, ftype: FunctionType) -> tuple[int, ...]:
 
 def gradient_type(decl: DerivativeDecl, ftype: FunctionType, module: Module | None = None
                   ) -> FunctionType:
-    """The type a gradient declaration must have; raises TypeRuleError."""
+    """The type a gradient (or tangent) declaration must have; raises TypeRuleError."""
     if module is not None:
         args = tuple(module.resolve(t) for t in ftype.arguments)
         ftype = FunctionType(args, module.resolve(ftype.result))
@@ -76,6 +81,12 @@ def gradient_type(decl: DerivativeDecl, ftype: FunctionType, module: Module | No
         if k in seen:
             raise TypeRuleError(f"'keeping' lists output {k} twice")
         seen.add(k)
+    if decl.kind == "tangent":
+        if decl.seedable:
+            raise TypeRuleError("'seedable' applies to gradients, not to tangents")
+        tangents = tuple(ftype.arguments[i] for i in wrt)
+        kept = tuple(outputs[k] for k in decl.keeping)
+        return FunctionType(ftype.arguments + tangents, TupleType((seed, *kept)))
     arguments = ftype.arguments + ((seed,) if decl.seedable else ())
     results = tuple(ftype.arguments[i] for i in wrt) + tuple(outputs[k] for k in decl.keeping)
     return FunctionType(arguments, TupleType(results))

@@ -14,6 +14,7 @@ import numpy as np
 
 from .core import (
     AggregateLiteral,
+    Block,
     DerivativeDecl,
     Function,
     GlobalVariable,
@@ -32,6 +33,8 @@ from .runtime import (
     Pointer,
     Return,
     as_tensor,
+    check_conforms,
+    has_static_dims,
     numpy_dtype,
     zero_value,
 )
@@ -39,6 +42,9 @@ from .target import Executable, Target, flatten_results
 from .types import FunctionType, TensorType, TupleType, Type
 
 MAX_CALL_DEPTH = 2000
+# Python frames one IR call costs (run, execute, evaluate, apply, call_function, with
+# room for combinators called from numpy): the recursion limit while running.
+FRAMES_PER_CALL = 12
 
 
 class Frame:
@@ -66,6 +72,8 @@ class Frame:
         raise ExecutionError(f"use of a value that has not been computed: {v!r}")
 
     def call_function(self, fn: Any, args: list[Any]) -> Any:
+        if fn is None:
+            raise ExecutionError("call of a null function")
         if not isinstance(fn, Function):
             raise ExecutionError("call of a value that is not a function")
         return self.interp.call_function(fn, args)
@@ -78,6 +86,9 @@ class Interpreter:
         self.depth = 0
         self.globals: dict[GlobalVariable, Pointer] = {}
         self.splats: dict[tuple[Any, Type], np.ndarray] = {}
+        # the block arguments and function results whose static dimensions are checked
+        self.arg_checks: dict[Block, list[tuple[int, Type, Any]]] = {}
+        self.result_checks: dict[Function, bool] = {}
 
     def global_pointer(self, g: GlobalVariable) -> Pointer:
         p = self.globals.get(g)
@@ -131,14 +142,15 @@ class Interpreter:
                                  f"{len(args)} given")
         coerced = [self.coerce(a, t, i) for i, (a, t) in enumerate(
             zip(args, ftype.arguments, strict=True))]
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(limit, MAX_CALL_DEPTH * 4 + 1000))
+        limit, depth = sys.getrecursionlimit(), self.depth
+        sys.setrecursionlimit(max(limit, MAX_CALL_DEPTH * FRAMES_PER_CALL + 1000))
         try:
             return self.call_function(fn, coerced)
         except RecursionError:
             raise ExecutionError("call stack overflow") from None
         finally:
             sys.setrecursionlimit(limit)
+            self.depth = depth
 
     def coerce(self, value: Any, t: Type, index: int) -> Any:
         t = self.module.resolve(t)
@@ -147,7 +159,7 @@ class Interpreter:
                 return as_tensor(value, t)
             except ExecutionError as e:
                 raise ExecutionError(f"argument {index}: {e}") from None
-            except (TypeError, ValueError) as e:
+            except (TypeError, ValueError, OverflowError) as e:
                 raise ExecutionError(f"argument {index}: cannot convert to {t}: {e}") from None
         if isinstance(t, TupleType):
             if not isinstance(value, tuple | list) or len(value) != len(t.elements):
@@ -162,10 +174,9 @@ class Interpreter:
                 raise ExecutionError(f"'@{fn.name}' is a gradient declaration: run the "
                                      "'differentiation' pass (dlvm-ad) first")
             raise ExecutionError(f"'@{fn.name}' is an external declaration and has no body")
-        self.depth += 1
-        if self.depth > MAX_CALL_DEPTH:
-            self.depth = 0
+        if self.depth >= MAX_CALL_DEPTH:
             raise ExecutionError(f"call stack overflow (more than {MAX_CALL_DEPTH} nested calls)")
+        self.depth += 1
         try:
             return self.run(fn, args)
         finally:
@@ -175,7 +186,13 @@ class Interpreter:
         frame = Frame(self)
         values = frame.values
         block = fn.entry
+        arg_checks = self.arg_checks
         while True:
+            checks = arg_checks.get(block)
+            if checks is None:
+                checks = arg_checks[block] = self.argument_checks(block)
+            if checks:
+                self.check_arguments(fn, block, args, checks)
             for a, v in zip(block.arguments, args, strict=True):
                 values[a] = v
             for inst in block.instructions:
@@ -184,10 +201,38 @@ class Interpreter:
                     block, args = out.block, out.args
                     break
                 if isinstance(out, Return):
+                    self.check_result(fn, out.value)
                     return out.value
                 values[inst] = out
             else:
                 raise ExecutionError(f"block in '@{fn.name}' ended without a terminator")
+
+    def argument_checks(self, block: Block) -> list[tuple[int, Type, Any]]:
+        """The arguments with static dimensions: (index, type, shape when fully static)."""
+        out = []
+        for i, a in enumerate(block.arguments):
+            t = self.module.resolve(a.type)
+            if has_static_dims(t, self.module):
+                static = isinstance(t, TensorType) and t.is_static
+                out.append((i, t, tuple(t.shape) if static else None))
+        return out
+
+    def check_arguments(self, fn: Function, block: Block, args: list[Any],
+                        checks: list[tuple[int, Type, Any]]) -> None:
+        """Values of types with `_` may be passed where static dimensions are expected."""
+        for i, t, shape in checks:
+            v = args[i]
+            if shape is not None and getattr(v, "shape", None) == shape:
+                continue  # the common case, fast
+            where = "" if block is fn.entry else f"block '{block.name or '?'} of "
+            check_conforms(v, t, self.module, f"argument {i} of {where}'@{fn.name}'")
+
+    def check_result(self, fn: Function, value: Any) -> None:
+        check = self.result_checks.get(fn)
+        if check is None:
+            check = self.result_checks[fn] = has_static_dims(fn.type_.result, self.module)
+        if check:
+            check_conforms(value, fn.type_.result, self.module, f"the result of '@{fn.name}'")
 
     def execute(self, inst: Instruction, frame: Frame) -> Any:
         evaluate = inst.op.evaluate

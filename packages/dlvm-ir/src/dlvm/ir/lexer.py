@@ -61,7 +61,7 @@ _PATTERN = re.compile(
 )
 
 _SPACE = re.compile(r"[ \t\r\f\v]*")
-_LONG_NUMBER = re.compile(r"[0-9]{%d,}" % (MAX_DIGITS + 1))
+_LONG_NUMBER = re.compile(f"[0-9]{{{MAX_DIGITS + 1},}}")
 
 _KIND = {
     "global": GLOBAL,

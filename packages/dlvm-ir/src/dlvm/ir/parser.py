@@ -55,7 +55,7 @@ from .types import (
 
 MAX_NESTING = 200
 TOP_LEVEL_KEYWORDS = {"func", "var", "type", "struct", "enum"}
-DERIVATIVE_KINDS = {"gradient": "gradient", "adjoint": "gradient"}
+DERIVATIVE_KINDS = {"gradient": "gradient", "adjoint": "gradient", "tangent": "tangent"}
 
 
 class ParseError(Exception):
@@ -288,9 +288,9 @@ class Parser:
         for i in range(start, stop):
             t = self.tokens[i]
             after = self.tokens[i + 1]
-            if t.kind == lx.LOCAL and after.kind == lx.PUNCT and after.text in ("=", ":"):
-                self.poisoned.add(t.text)
-            elif t.kind == lx.GLOBAL and i > 0 and self.tokens[i - 1].text in ("func", "var"):
+            defines_local = t.kind == lx.LOCAL and after.kind == lx.PUNCT and after.text in "=:"
+            defines_global = t.kind == lx.GLOBAL and self.tokens[i - 1].text in ("func", "var")
+            if defines_local or defines_global:
                 self.poisoned.add(t.text)
 
     def parse_top_level(self) -> None:
@@ -427,7 +427,7 @@ class Parser:
         self.end_of_statement()
 
     def parse_declaration_kind(self) -> DerivativeDecl | str:
-        t = self.expect(lx.IDENT, "'extern', 'gradient' or 'adjoint'")
+        t = self.expect(lx.IDENT, "'extern', 'gradient', 'adjoint' or 'tangent'")
         if t.text == "extern":
             return "extern"
         if t.text not in DERIVATIVE_KINDS:

@@ -55,6 +55,35 @@ def check_shape(arr: np.ndarray, t: TensorType, what: str = "value") -> None:
         raise ExecutionError(f"{what} has shape {format_np_shape(arr.shape)}, expected {t}")
 
 
+def has_static_dims(t: Type, module: Any = None) -> bool:
+    """Whether a value of type `t` has a static dimension to check at run time."""
+    if module is not None:
+        t = module.resolve(t)
+    if isinstance(t, TensorType):
+        return any(d is not None for d in t.shape)
+    if isinstance(t, TupleType):
+        return any(has_static_dims(e, module) for e in t.elements)
+    if isinstance(t, ArrayType):
+        return t.count > 0 and has_static_dims(t.element, module)
+    return False
+
+
+def check_conforms(value: Any, t: Type, module: Any = None, what: str = "value") -> None:
+    """Raise unless the tensors in `value` have the static dimensions of `t` (a value
+    of a type with `_` may flow where a static type is expected)."""
+    if module is not None:
+        t = module.resolve(t)
+    if isinstance(t, TensorType):
+        if isinstance(value, np.ndarray):
+            check_shape(value, t, what)
+    elif isinstance(t, TupleType) and isinstance(value, tuple):
+        for i, (v, et) in enumerate(zip(value, t.elements, strict=True)):
+            check_conforms(v, et, module, f"{what}, element {i},")
+    elif isinstance(t, ArrayType) and isinstance(value, tuple):
+        for i, v in enumerate(value):
+            check_conforms(v, t.element, module, f"{what}, element {i},")
+
+
 def format_np_shape(shape: tuple[int, ...]) -> str:
     return "<" + " x ".join(map(str, shape)) + ">" if shape else "scalar"
 
@@ -94,9 +123,24 @@ class Pointer:
                 self.memory.cells[self.index], self.path, value
             )
 
-    def _cell(self) -> Any:
+    def offset(self, n: int) -> Pointer:
+        """The address `n` elements on: the next cell, or the next element of the
+        innermost indexed aggregate for an element pointer."""
+        if n == 0:
+            return self
+        if not self.path:
+            return Pointer(self.memory, self.index + n)
+        last = self.path[-1]
+        if not isinstance(last, int):
+            raise ExecutionError("cannot step past a struct field")
+        return Pointer(self.memory, self.index, (*self.path[:-1], last + n))
+
+    def check_live(self) -> None:
         if self.memory.freed:
             raise ExecutionError("use of deallocated memory")
+
+    def _cell(self) -> Any:
+        self.check_live()
         if not 0 <= self.index < len(self.memory.cells):
             raise ExecutionError(f"pointer index {self.index} out of bounds")
         return self.memory.cells[self.index]
@@ -110,16 +154,28 @@ class Box:
 
 @dataclass(slots=True)
 class Stack:
-    items: list[Any] = field(default_factory=list)
+    """The AD tape: each item is a pushed value with its static type."""
+
+    items: list[tuple[Any, Type]] = field(default_factory=list)
+
+
+def _check_index(x: Any, key: Any) -> None:
+    """Raise unless `key` selects an element of aggregate `x` (no wrap-around)."""
+    if x is None:
+        raise ExecutionError("element of an undefined value")
+    if isinstance(x, dict):
+        if key not in x:
+            raise ExecutionError(f"no field '#{key}'")
+        return
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        raise ExecutionError(f"cannot index the scalar {x}")
+    size = len(x)
+    if not 0 <= key < size:
+        raise ExecutionError(f"index {key} out of bounds for size {size}")
 
 
 def get_element(x: Any, key: Any) -> Any:
-    if isinstance(x, dict):
-        return x[key]
-    if isinstance(x, np.ndarray):
-        if x.ndim == 0 or not 0 <= key < x.shape[0]:
-            raise ExecutionError(f"index {key} out of bounds for dimension of size {x.shape[0]}")
-        return x[key]
+    _check_index(x, key)
     return x[key]
 
 
@@ -128,13 +184,12 @@ def set_element(x: Any, path: tuple[Any, ...], value: Any) -> Any:
     if not path:
         return value
     key, rest = path[0], path[1:]
+    _check_index(x, key)
     if isinstance(x, dict):
         out = dict(x)
         out[key] = set_element(x[key], rest, value)
         return out
     if isinstance(x, np.ndarray):
-        if not 0 <= key < x.shape[0]:
-            raise ExecutionError(f"index {key} out of bounds for dimension of size {x.shape[0]}")
         out_arr = x.copy()
         out_arr[key] = set_element(x[key], rest, value)
         return out_arr

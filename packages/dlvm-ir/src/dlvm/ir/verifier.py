@@ -27,9 +27,30 @@ from .derivatives import gradient_type
 from .diagnostics import DiagnosticError, DiagnosticSink, Location
 from .instructions.aggregate import check_literal
 from .opdef import TypeRuleError
-from .types import INVALID, EnumDecl, NominalType, TupleType, Type, types_compatible
+from .types import (
+    INVALID,
+    AliasDecl,
+    ArrayType,
+    BoxType,
+    EnumDecl,
+    FunctionType,
+    InvalidType,
+    NominalType,
+    PointerType,
+    StructDecl,
+    TupleType,
+    Type,
+    types_compatible,
+)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+
+# Field kinds the text format writes as a list of one or more items: what one item is
+# (by field name first, then by kind).
+NONEMPTY_FIELDS = {"uses": "operand", "keys": "key", "enum_cases": "case", "ints": "value",
+                   "pads": "(low, high) pair"}
+ITEM_NAMES = {"dims": "dimension", "strides": "stride", "leftDilation": "dilation",
+              "rightDilation": "dilation"}
 
 
 class Verifier:
@@ -51,8 +72,39 @@ class Verifier:
             if g.name in names:
                 self.error(f"redefinition of '@{g.name}'", g.location)
             names[g.name] = g
+        self.type_decls()
+        for g in m.globals:
+            self.check_type(g.value_type, f"the type of '@{g.name}'", g.location)
         for fn in m.functions:
             self.function(fn)
+
+    # ------------------------------------------------------------ types
+
+    def type_problem(self, t: Type) -> str | None:
+        """Why `t` is not a well-formed type of this module, or None."""
+        if isinstance(t, InvalidType):
+            return "an invalid type"
+        if isinstance(t, NominalType):
+            return None if t.name in self.module.type_decls else f"undeclared type '${t.name}'"
+        return next((p for p in map(self.type_problem, type_parts(t)) if p), None)
+
+    def check_type(self, t: Type, what: str, where: Location | None) -> bool:
+        problem = self.type_problem(t)
+        if problem:
+            self.error(f"{what} contains {problem}", where)
+        return problem is None
+
+    def type_decls(self) -> None:
+        for name, decl in self.module.type_decls.items():
+            if isinstance(decl, StructDecl):
+                members = [t for _, t in decl.fields]
+            elif isinstance(decl, EnumDecl):
+                members = [t for _, ts in decl.cases for t in ts]
+            else:
+                assert isinstance(decl, AliasDecl)
+                members = [] if decl.target is None else [decl.target]
+            for t in members:
+                self.check_type(t, f"the declaration of '${name}'", None)
 
     # ------------------------------------------------------------ functions
 
@@ -62,6 +114,8 @@ class Verifier:
             self.error(f"declaration '@{fn.name}' cannot have a body", fn.location)
         if isinstance(decl, DerivativeDecl):
             self.derivative(fn, decl)
+        if not self.check_type(fn.type, f"the signature of '@{fn.name}'", fn.location):
+            return
         if not fn.blocks:
             return
         entry = fn.entry
@@ -73,6 +127,10 @@ class Verifier:
             self.error(f"entry block arguments ({', '.join(map(str, arg_types))}) do not match "
                        f"the parameters of '@{fn.name}' ({', '.join(map(str, params))})",
                        entry.location or fn.location)
+        for block in fn.blocks[1:]:
+            for a in block.arguments:
+                self.check_type(a.type, f"an argument of block '{self.block_name(block)}'",
+                                block.location or fn.location)
         self.names(fn)
         dom = fn.analysis(DominatorTree)
         for block in fn.blocks:
@@ -143,7 +201,7 @@ class Verifier:
     def instruction(self, fn: Function, inst: Instruction, dom: DominatorTree,
                     reachable: bool) -> None:
         where = inst.location
-        ok = True
+        ok = self.list_fields(inst)
         for v in inst.operands:
             if not self.operand(fn, inst, v, dom, reachable):
                 ok = False
@@ -164,6 +222,18 @@ class Verifier:
                        where)
         if inst.is_terminator:
             self.terminator(fn, inst)
+
+    def list_fields(self, inst: Instruction) -> bool:
+        """Lists that the text format cannot write empty (`along`, `case`, …)."""
+        ok = True
+        for name, kind in inst.op.fields:
+            x = inst.fields.get(name)
+            if kind in NONEMPTY_FIELDS and x is not None and not x:
+                item = ITEM_NAMES.get(name, NONEMPTY_FIELDS[kind])
+                self.error(f"'{inst.opcode}': '{name}' is empty; it needs at least one {item}",
+                           inst.location)
+                ok = False
+        return ok
 
     def operand(self, fn: Function, inst: Instruction, v: Value, dom: DominatorTree,
                 reachable: bool) -> bool:
@@ -254,6 +324,21 @@ class Verifier:
             return len(ra.elements) == len(rb.elements) and all(
                 self.compatible(x, y) for x, y in zip(ra.elements, rb.elements, strict=True))
         return types_compatible(ra, rb)
+
+
+def type_parts(t: Type) -> tuple[Type, ...]:
+    """The types a compound type is built from."""
+    if isinstance(t, TupleType):
+        return t.elements
+    if isinstance(t, FunctionType):
+        return (*t.arguments, t.result)
+    if isinstance(t, ArrayType):
+        return (t.element,)
+    if isinstance(t, PointerType):
+        return (t.pointee,)
+    if isinstance(t, BoxType):
+        return (t.boxed,)
+    return ()
 
 
 def verify(module: Module) -> None:

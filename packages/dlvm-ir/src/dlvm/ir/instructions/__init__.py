@@ -1,5 +1,5 @@
 """The built-in instruction set; importing this package registers it."""
 
-from . import aggregate, control, elementwise, memory, tensor
+from . import aggregate, broadcasting, control, elementwise, memory, tensor
 
-__all__ = ["aggregate", "control", "elementwise", "memory", "tensor"]
+__all__ = ["aggregate", "broadcasting", "control", "elementwise", "memory", "tensor"]

@@ -20,7 +20,7 @@ from ..core import (
     Value,
 )
 from ..opdef import define
-from ..runtime import ExecutionError, get_element, set_element
+from ..runtime import Pointer, get_element, set_element
 from ..types import (
     INVALID,
     ArrayType,
@@ -63,10 +63,10 @@ def check_literal(lit: Literal, t: Type, m: Module | None) -> None:
     if isinstance(lit, KeywordLiteral):
         if lit.keyword == "null" and not isinstance(rt, PointerType | BoxType | FunctionType):
             fail(f"'null' needs a pointer, box or function type, found '{t}'")
-        if lit.keyword == "zero" and not isinstance(
-            rt, TensorType | TupleType | ArrayType | NominalType
+        if lit.keyword == "zero" and not (
+            isinstance(rt, TensorType | TupleType | ArrayType | NominalType) and has_zero(rt, m)
         ):
-            fail(f"'zero' cannot have type '{t}'")
+            fail(f"'zero' cannot have type '{t}' (it has no zero value)")
         return
     assert isinstance(lit, AggregateLiteral)
     elements = lit.elements
@@ -102,6 +102,24 @@ def check_literal(lit: Literal, t: Type, m: Module | None) -> None:
         if len(types) != len(elements):
             fail(f"case '?{lit.keys[0]}' takes {len(types)} values, found {len(elements)}")
         _check_elements(elements, types, m)
+
+
+def has_zero(t: Type, m: Module | None, seen: frozenset[str] = frozenset()) -> bool:
+    """Tensors, pointers, boxes and functions have a zero (or null) value, and so do
+    tuples, arrays and structs of them; enums, opaque types and `stack` do not."""
+    t = resolved(t, m)
+    if isinstance(t, TensorType | PointerType | BoxType | FunctionType):
+        return True
+    if isinstance(t, TupleType):
+        return all(has_zero(e, m, seen) for e in t.elements)
+    if isinstance(t, ArrayType):
+        return has_zero(t.element, m, seen)
+    if isinstance(t, NominalType) and m is None:
+        return True  # undecidable without the module's declarations
+    decl = _decl(t, m)
+    if isinstance(decl, StructDecl) and decl.name not in seen:
+        return all(has_zero(ft, m, seen | {decl.name}) for _, ft in decl.fields)
+    return False
 
 
 def _decl(t: Type, m: Module | None) -> Any:
@@ -198,8 +216,6 @@ def _extract_rule(inst: Instruction, m: Module | None) -> Type:
 def _extract_eval(inst: Instruction, frame: Any) -> Any:
     x = frame.get(inst.value)
     for k in runtime_keys(inst.keys, frame):
-        if isinstance(x, tuple) and not 0 <= k < len(x):
-            raise ExecutionError(f"index {k} out of bounds")
         x = get_element(x, k)
     return x
 
@@ -255,7 +271,10 @@ def _apply_rule(inst: Instruction, m: Module | None) -> Type:
 
 
 def _apply_eval(inst: Instruction, frame: Any) -> Any:
-    return frame.call_function(frame.get(inst.callee), [frame.get(a) for a in inst.args])
+    callee = frame.get(inst.callee)
+    if isinstance(callee, Pointer):  # a pointer callee is loaded first
+        callee = callee.load()
+    return frame.call_function(callee, [frame.get(a) for a in inst.args])
 
 
 define("apply", "$callee:callee $args:call_args $result:signature", _apply_rule,

@@ -60,7 +60,8 @@ def _branch_enum_rule(inst: Instruction, m: Module | None) -> Type:
 
 def _branch_enum_eval(inst: Instruction, frame: Any) -> Jump:
     v = frame.get(inst.value)
-    assert isinstance(v, EnumValue)
+    if not isinstance(v, EnumValue):
+        raise ExecutionError("branchEnum on an undefined enum value")
     for case, target in inst.cases:
         if case == v.case:
             return Jump(target.block, list(v.values))

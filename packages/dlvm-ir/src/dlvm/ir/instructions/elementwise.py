@@ -14,13 +14,23 @@ import numpy as np
 
 from ..core import Instruction, Module
 from ..opdef import define
-from ..runtime import ExecutionError, numpy_dtype
+from ..runtime import ExecutionError, format_np_shape, numpy_dtype
 from ..types import BOOL, TensorType, Type, broadcast_shapes
 from .common import bool_tensor, fail, float_tensor, numeric_tensor, result_array, tensor_type
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
-_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
+
+
+def _lgamma_scalar(x: float) -> float:
+    """log |Γ(x)|, +∞ at the poles 0, −1, −2, … and on overflow."""
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+_lgamma = np.vectorize(_lgamma_scalar, otypes=[np.float64])
 
 
 def _digamma(x: np.ndarray) -> np.ndarray:
@@ -44,7 +54,9 @@ def _digamma(x: np.ndarray) -> np.ndarray:
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    """Halves away from zero, exactly: x − trunc(x) is exact, unlike |x| + 0.5."""
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
 
 
 # name → (numpy function, operand domain, summary)
@@ -184,15 +196,19 @@ def _compare_rule(inst: Instruction, m: Module | None) -> Type:
     return TensorType(broadcast_types(a, b), BOOL)
 
 
+def check_broadcast(*xs: np.ndarray) -> None:
+    """Raise unless the run-time shapes broadcast (dynamic dimensions may disagree)."""
+    try:
+        np.broadcast_shapes(*(x.shape for x in xs))
+    except ValueError:
+        shapes = " and ".join(format_np_shape(x.shape) for x in xs)
+        raise ExecutionError(f"shapes {shapes} cannot be broadcast together") from None
+
+
 def _binary_eval(fn: Callable[[Any, Any], Any]) -> Callable[[Instruction, Any], Any]:
     def evaluate(inst: Instruction, frame: Any) -> Any:
         a, b = frame.get(inst.lhs), frame.get(inst.rhs)
-        try:
-            np.broadcast_shapes(a.shape, b.shape)
-        except ValueError:
-            raise ExecutionError(
-                f"shapes {a.shape} and {b.shape} cannot be broadcast together"
-            ) from None
+        check_broadcast(a, b)
         with np.errstate(all="ignore"):
             return result_array(inst, fn(a, b))
 
@@ -230,8 +246,9 @@ def _select_rule(inst: Instruction, m: Module | None) -> Type:
 
 
 def _select_eval(inst: Instruction, frame: Any) -> Any:
-    return result_array(inst, np.where(frame.get(inst.mask), frame.get(inst.lhs),
-                                       frame.get(inst.rhs)))
+    mask, a, b = frame.get(inst.mask), frame.get(inst.lhs), frame.get(inst.rhs)
+    check_broadcast(mask, a, b)
+    return result_array(inst, np.where(mask, a, b))
 
 
 define("select", "$lhs , $rhs by $mask", _select_rule, traits=("pure", "elementwise"),

@@ -6,8 +6,16 @@ from typing import Any
 
 from ..core import Instruction, Module
 from ..opdef import define
-from ..runtime import Box, ExecutionError, Memory, Pointer, Stack, zero_value
-from ..types import STACK, VOID, BoxType, PointerType, StackType, Type
+from ..runtime import (
+    Box,
+    ExecutionError,
+    Memory,
+    Pointer,
+    Stack,
+    check_conforms,
+    zero_value,
+)
+from ..types import STACK, VOID, BoxType, PointerType, StackType, Type, types_compatible
 from .aggregate import element_type, runtime_keys
 from .common import fail, resolved, scalar_of
 
@@ -39,6 +47,23 @@ def _int_count(v: Any, m: Module | None) -> None:
         fail(f"count must be an integer scalar, found '{v.type}'")
 
 
+def _address(inst: Instruction, field: str, frame: Any) -> Pointer:
+    """The non-null pointer (or box contents) held by operand `field`."""
+    p = frame.get(inst.fields[field])
+    if p is None:
+        raise ExecutionError(f"{field} is null")
+    return Pointer(p.memory) if isinstance(p, Box) else p
+
+
+def _box(inst: Instruction, frame: Any) -> Box:
+    box = frame.get(inst.box)
+    if box is None:
+        raise ExecutionError("box is null")
+    if box.memory.freed:
+        raise ExecutionError("use of a freed box")
+    return box
+
+
 def _alloc_stack_rule(inst: Instruction, m: Module | None) -> Type:
     if inst.count < 1:
         fail("allocateStack needs a positive count")
@@ -67,16 +92,16 @@ define("allocateBox", "$type_:type", lambda inst, m: BoxType(inst.type_), traits
        evaluate=lambda inst, f: Box(Memory([zero_value(inst.type_, f.module)])),
        category="memory", summary="allocate a reference-counted box")
 define("projectBox", "$box", lambda inst, m: PointerType(_boxed(inst.box, m)),
-       evaluate=lambda inst, f: Pointer(f.get(inst.box).memory), category="memory",
+       evaluate=lambda inst, f: Pointer(_box(inst, f).memory), category="memory",
        summary="the address of a box's contents")
 
 
 def _retain(inst: Instruction, frame: Any) -> None:
-    frame.get(inst.box).refcount += 1
+    _box(inst, frame).refcount += 1
 
 
 def _release(inst: Instruction, frame: Any) -> None:
-    box = frame.get(inst.box)
+    box = _box(inst, frame)
     box.refcount -= 1
     if box.refcount == 0:
         box.memory.freed = True
@@ -90,7 +115,7 @@ define("release", "$box", lambda inst, m: (_boxed(inst.box, m), VOID)[1], traits
 
 
 def _deallocate(inst: Instruction, frame: Any) -> None:
-    p = frame.get(inst.pointer)
+    p = _address(inst, "pointer", frame)
     if p.memory.freed:
         raise ExecutionError("double deallocation")
     p.memory.freed = True
@@ -99,7 +124,7 @@ def _deallocate(inst: Instruction, frame: Any) -> None:
 define("deallocate", "$pointer", lambda inst, m: (_pointee(inst.pointer, m), VOID)[1],
        traits=EFFECTS, evaluate=_deallocate, category="memory", summary="free memory")
 define("load", "$pointer", lambda inst, m: _pointee(inst.pointer, m),
-       evaluate=lambda inst, f: f.get(inst.pointer).load(), category="memory",
+       evaluate=lambda inst, f: _address(inst, "pointer", f).load(), category="memory",
        summary="read the value at an address")
 
 
@@ -111,12 +136,12 @@ def _store_rule(inst: Instruction, m: Module | None) -> Type:
 
 
 define("store", "$value to $pointer", _store_rule, traits=EFFECTS,
-       evaluate=lambda inst, f: f.get(inst.pointer).store(f.get(inst.value)),
+       evaluate=lambda inst, f: _address(inst, "pointer", f).store(f.get(inst.value)),
        category="memory", summary="write a value to an address")
 
 
 def _element_pointer_eval(inst: Instruction, frame: Any) -> Pointer:
-    p = frame.get(inst.pointer)
+    p = _address(inst, "pointer", frame)
     return Pointer(p.memory, p.index, p.path + runtime_keys(inst.keys, frame))
 
 
@@ -141,15 +166,26 @@ def _copy_rule(inst: Instruction, m: Module | None) -> Type:
 
 
 def _copy_eval(inst: Instruction, frame: Any) -> None:
-    src, dst, n = frame.get(inst.source), frame.get(inst.destination), int(frame.get(inst.count))
-    src_cells = src.memory.cells[src.index: src.index + n] if isinstance(src, Pointer) else (
-        src.memory.cells)
-    if len(src_cells) < n:
-        raise ExecutionError("copy reads past the end of its source")
-    base = dst.index if isinstance(dst, Pointer) else 0
-    if base + n > len(dst.memory.cells):
-        raise ExecutionError("copy writes past the end of its destination")
-    dst.memory.cells[base: base + n] = list(src_cells)
+    src, dst = _address(inst, "source", frame), _address(inst, "destination", frame)
+    n = int(frame.get(inst.count))
+    if n < 0:
+        raise ExecutionError(f"negative count {n}")
+    src.check_live()
+    dst.check_live()
+    values = [_step(src, i, "reads past the end of its source").load() for i in range(n)]
+    targets = [_step(dst, i, "writes past the end of its destination") for i in range(n)]
+    for t, v in zip(targets, values, strict=True):
+        t.store(v)
+
+
+def _step(p: Pointer, i: int, problem: str) -> Pointer:
+    """The pointer `i` elements past `p`, checked to address an element."""
+    q = p.offset(i)
+    try:
+        q.load()
+    except ExecutionError as e:
+        raise ExecutionError(f"copy {problem}: {e}") from None
+    return q
 
 
 define("copy", "from $source to $destination count $count", _copy_rule, traits=EFFECTS,
@@ -170,16 +206,27 @@ define("createStack", "", lambda inst, m: STACK, traits=EFFECTS,
 define("destroyStack", "$stack", lambda inst, m: (_stack(inst.stack, m), VOID)[1],
        traits=EFFECTS, evaluate=lambda inst, f: f.get(inst.stack).items.clear(),
        category="stack", summary="release a stack")
+
+
+def _push(inst: Instruction, frame: Any) -> None:
+    frame.get(inst.stack).items.append((frame.get(inst.value), inst.value.type))
+
+
 define("push", "$value to $stack", lambda inst, m: (_stack(inst.stack, m), VOID)[1],
-       traits=EFFECTS, evaluate=lambda inst, f: f.get(inst.stack).items.append(f.get(inst.value)),
-       category="stack", summary="push a value on a stack")
+       traits=EFFECTS, evaluate=_push, category="stack", summary="push a value on a stack")
 
 
 def _pop(inst: Instruction, frame: Any) -> Any:
     s = frame.get(inst.stack)
     if not s.items:
         raise ExecutionError("pop from an empty stack")
-    return s.items.pop()
+    value, pushed = s.items[-1]
+    m = frame.module
+    if not types_compatible(m.resolve(pushed), m.resolve(inst.type_)):
+        raise ExecutionError(f"pop of '{inst.type_}' from a stack whose top is '{pushed}'")
+    check_conforms(value, inst.type_, m, "popped value")
+    s.items.pop()
+    return value
 
 
 define("pop", "$type_:type from $stack", lambda inst, m: (_stack(inst.stack, m), inst.type_)[1],

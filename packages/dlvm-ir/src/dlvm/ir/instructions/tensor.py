@@ -10,7 +10,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..core import BuiltinRef, Instruction, Module
 from ..opdef import define
-from ..runtime import ExecutionError, numpy_dtype
+from ..runtime import ExecutionError, format_np_shape, numpy_dtype
 from ..types import I64, FunctionType, TensorType, Type, broadcast_dims, scalar
 from .common import (
     check_axes,
@@ -271,10 +271,18 @@ def _concatenate_rule(inst: Instruction, m: Module | None) -> Type:
     return first.with_shape(tuple(shape))
 
 
+def _concatenate_eval(inst: Instruction, frame: Any) -> Any:
+    xs = [frame.get(v) for v in inst.xs]
+    for i, x in enumerate(xs[1:], 1):
+        if any(a != b for d, (a, b) in enumerate(zip(xs[0].shape, x.shape, strict=True))
+               if d != inst.axis):
+            raise ExecutionError(f"cannot concatenate {format_np_shape(xs[0].shape)} with "
+                                 f"{format_np_shape(x.shape)} (operand {i}) along {inst.axis}")
+    return result_array(inst, np.concatenate(xs, axis=inst.axis))
+
+
 define("concatenate", "$xs:uses along $axis:int", _concatenate_rule, traits=("pure",),
-       evaluate=lambda inst, f: result_array(
-           inst, np.concatenate([f.get(v) for v in inst.xs], axis=inst.axis)),
-       category="layout", summary="join tensors along an axis")
+       evaluate=_concatenate_eval, category="layout", summary="join tensors along an axis")
 
 
 def _transpose_rule(inst: Instruction, m: Module | None) -> Type:
@@ -430,10 +438,16 @@ def _random_rule(inst: Instruction, m: Module | None) -> Type:
 def _random_eval(inst: Instruction, frame: Any) -> Any:
     shape = static_shape(inst.type.shape, "random")
     lo, hi = frame.get(inst.lower), frame.get(inst.upper)
-    if lo.dtype.kind == "f":
-        out = frame.rng.uniform(float(lo), float(hi), size=shape)
-    else:
-        out = frame.rng.integers(int(lo), int(hi), size=shape, endpoint=False)
+    if not lo < hi:
+        raise ExecutionError(f"random needs lower < upper, found the empty range "
+                             f"[{lo}, {hi})")
+    try:
+        if lo.dtype.kind == "f":
+            out = frame.rng.uniform(float(lo), float(hi), size=shape)
+        else:
+            out = frame.rng.integers(int(lo), int(hi), size=shape, endpoint=False)
+    except (ValueError, OverflowError) as e:
+        raise ExecutionError(f"random from {lo} upto {hi}: {e}") from None
     return result_array(inst, out)
 
 
