@@ -1,0 +1,494 @@
+"""Reverse mode: the body of a `[gradient …]` declaration, by adjoint code generation.
+
+The generated function first runs a copy of the primal function (the forward
+sweep), then walks it backwards applying the adjoint rules (the reverse sweep).
+
+- A single-block primal gets a straight-line reverse sweep in the same block.
+- With control flow, the forward sweep records a tape on a `stack`: at the end
+  of each executed block it pushes the values that block's reverse needs, then
+  the block's id. The reverse sweep pops an id, dispatches to that block's
+  reverse, and repeats until the entry block has been reversed. Adjoints of
+  values live across blocks (block arguments, values used in other blocks,
+  the function's arguments) travel as block arguments of the reverse blocks;
+  an adjoint is consumed (and reset to zero) where its value was defined, or,
+  for a block argument, at the branch that passed it.
+- With `checkpoint`, a block pushes only the values it reads from other blocks
+  (and results of impure instructions) and its reverse recomputes the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from dlvm.ir import (
+    AggregateLiteral,
+    Argument,
+    Block,
+    Builder,
+    DlvmError,
+    Function,
+    Instruction,
+    LiteralValue,
+    Module,
+    Value,
+)
+from dlvm.ir.builder import constant
+from dlvm.ir.derivatives import differentiated_output, outputs_of, wrt_indices
+from dlvm.ir.types import I64, STACK, FunctionType, TensorType, TupleType, Type, scalar
+
+from .activity import carries_derivative, uses, varied_values
+from .context import AdjointContext
+from .copying import copy_instruction, map_value
+from .rules import ADJOINTS
+
+if TYPE_CHECKING:
+    from .differentiation import Generator
+
+
+class DifferentiationError(DlvmError):
+    """A function that cannot be differentiated; the message says where and why."""
+
+
+def _where(inst: Instruction) -> str:
+    return f"{inst.location}: " if inst.location else ""
+
+
+@dataclass
+class ReverseContext(AdjointContext):
+    """The state of one reverse block: primal values in scope and current adjoints."""
+
+    b: Builder
+    module: Module
+    generator: Generator
+    primals: dict[Value, Value] = field(default_factory=dict)
+    adjoints: dict[Value, Value] = field(default_factory=dict)
+    varied: set[Value] = field(default_factory=set)
+    # Between blocks, zeros of dynamic shape travel with size-1 dimensions: reads
+    # restore the exact shape. Straight-line code has no such zeros.
+    normalize: bool = False
+
+    def primal(self, v: Value) -> Value:
+        if isinstance(v, LiteralValue):
+            return map_value(v, self.primals)
+        try:
+            return self.primals[v]
+        except KeyError:
+            raise DifferentiationError(f"internal error: no primal value for {v!r} in the "
+                                       "reverse sweep") from None
+
+    def call_adjoint(self, inst: Value, dy: Value) -> list[tuple[Value, Value]]:
+        assert isinstance(inst, Instruction)
+        return self.generator.call_adjoint(self, inst, dy)
+
+    # ------------------------------------------------------------ accumulation
+
+    def add(self, a: Value, b: Value, like: Value) -> Value:
+        """a + b for adjoints of `like`'s type (tuples element by element)."""
+        t = self.module.resolve(like.type)
+        if isinstance(t, TupleType):
+            sums = []
+            for i, e in enumerate(t.elements):
+                x, y = self.b.extract(a, keys=[i]), self.b.extract(b, keys=[i])
+                sums.append(self.b.add(x, y) if carries_derivative(e, self.module) else x)
+            return LiteralValue(AggregateLiteral("tuple", tuple(sums)), t)
+        return self.b.add(a, b)
+
+    def accumulate(self, v: Value, contribution: Value,
+                   peers: list[TensorType] | None = None) -> None:
+        """Add `contribution` to the adjoint of primal `v` (summed to `v`'s shape).
+
+        `peers`: the operand types of an element-wise instruction, which decide
+        which dynamic dimensions of `v` may have been broadcast.
+        """
+        if v not in self.varied or isinstance(v, LiteralValue):
+            return
+        t = self.module.resolve(v.type)
+        if isinstance(t, TensorType):
+            c = self.module.resolve(contribution.type)
+            if c != t or (peers and self.maybe_broadcast(t, peers)):
+                contribution = self.unbroadcast(contribution, v)
+            if self.module.resolve(contribution.type).dtype != t.dtype:  # type: ignore[union-attr]
+                contribution = self.b.dataTypeCast(contribution, t.dtype)
+        old = self.adjoints.get(v)
+        self.adjoints[v] = contribution if old is None else self.add(old, contribution, v)
+
+    def peers(self, inst: Instruction, operand: Value) -> list[TensorType]:
+        """The types of `inst`'s other operands (one occurrence of `operand` left out)."""
+        others = list(inst.operands)
+        if operand in others:
+            others.remove(operand)
+        return [t for t in (self.module.resolve(u.type) for u in others)
+                if isinstance(t, TensorType)]
+
+    @staticmethod
+    def maybe_broadcast(t: TensorType, peers: list[TensorType]) -> bool:
+        """Whether a dynamic dimension of `t` may be 1 where another operand's is not."""
+        for i, d in enumerate(t.shape):
+            if d is None and any(p.rank == t.rank and p.shape[i] != 1 for p in peers):
+                return True
+        return False
+
+    def exact(self, v: Value, adjoint: Value) -> Value:
+        """An adjoint read where `v`'s primal is in scope, at `v`'s exact run-time shape.
+
+        Zeros carried between blocks for dynamic shapes have size-1 dimensions.
+        """
+        t = self.module.resolve(v.type)
+        if self.normalize and isinstance(t, TensorType) and any(d is None for d in t.shape):
+            return self.b.add(adjoint, self.zeros(v))
+        return adjoint
+
+    def reverse_instruction(self, inst: Instruction) -> None:
+        """Apply `inst`'s adjoint rule to the adjoint of its result."""
+        dy = self.adjoints.pop(inst, None)
+        if dy is None or inst not in self.varied:
+            return
+        rule = ADJOINTS.get(inst.opcode)
+        if rule is None:
+            raise DifferentiationError(f"{_where(inst)}'{inst.opcode}' has no adjoint rule: "
+                                       "it cannot be differentiated")
+        dy = self.exact(inst, dy)
+        elementwise = inst.has_trait("elementwise")
+        for operand, contribution in rule(self, inst, dy):
+            if contribution is not None:
+                self.accumulate(operand, contribution,
+                                self.peers(inst, operand) if elementwise else None)
+
+
+def placeholder_zero(t: Type, module: Module) -> Value:
+    """A zero adjoint of type `t`; dynamic dimensions are 1 (it broadcasts)."""
+    t = module.resolve(t)
+    if isinstance(t, TupleType):
+        elements = tuple(placeholder_zero(e, module) for e in t.elements)
+        return LiteralValue(AggregateLiteral("tuple", elements),
+                            TupleType(tuple(e.type for e in elements)))
+    assert isinstance(t, TensorType)
+    shape = tuple(1 if d is None else d for d in t.shape)
+    return constant(0.0 if t.dtype.is_float else 0, TensorType(shape, t.dtype))
+
+
+def tuple_of(values: list[Value]) -> LiteralValue:
+    return LiteralValue(AggregateLiteral("tuple", tuple(values)),
+                        TupleType(tuple(v.type for v in values)))
+
+
+class ReverseBuilder:
+    """Builds the body of one gradient declaration `df` of a primal `f`."""
+
+    def __init__(self, generator: Generator, df: Function, checkpoint: bool) -> None:
+        self.generator = generator
+        self.module = generator.module
+        self.df = df
+        self.checkpoint = checkpoint
+        decl = df.declaration
+        assert decl is not None and not isinstance(decl, str)
+        self.decl = decl
+        f = decl.of
+        assert isinstance(f, Function)
+        self.f = f
+        self.ftype: FunctionType = FunctionType(
+            tuple(self.module.resolve(t) for t in f.type_.arguments),
+            self.module.resolve(f.type_.result))
+        self.wrt = wrt_indices(decl, self.ftype)
+        self.output = differentiated_output(decl, self.ftype)
+        self.b = Builder(self.module)
+        self.tape_values = 0
+
+    # ------------------------------------------------------------ shared pieces
+
+    def new_context(self, varied: set[Value], primals: dict[Value, Value]) -> ReverseContext:
+        return ReverseContext(self.b, self.module, self.generator, dict(primals), {}, varied,
+                              normalize=len(self.f.blocks) > 1)
+
+    def seed(self, c: ReverseContext, returned: Value) -> None:
+        """Seed the adjoint of the value a `return` returns."""
+        if self.decl.seedable:
+            seed: Value = self.seed_argument
+        else:
+            seed = self.ones(c, returned)
+        index = self.decl.from_index or 0
+        if isinstance(returned, LiteralValue):
+            elements = getattr(returned.literal, "elements", ())
+            if isinstance(self.module.resolve(returned.type), TupleType) and elements:
+                c.accumulate(elements[index], seed)
+            return
+        if isinstance(self.module.resolve(returned.type), TupleType):
+            seed = c.b.create("insert", seed, c.zeros(returned), [index])
+        c.accumulate(returned, seed)
+
+    def ones(self, c: ReverseContext, returned: Value) -> Value:
+        t = self.output
+        assert isinstance(t, TensorType)
+        if all(d is not None for d in t.shape):
+            return constant(1.0, t)
+        value = c.primal(returned)
+        if isinstance(self.module.resolve(returned.type), TupleType):
+            value = c.b.extract(value, keys=[self.decl.from_index or 0])
+        mask = c.b.equal(value, value)
+        one = c.const(1.0, t)
+        return c.b.select(one, one, mask)
+
+    def results(self, c: ReverseContext, args: list[Value], returned: Value) -> Value:
+        """`(d_wrt…, kept…)` from the argument adjoints and the primal result."""
+        out: list[Value] = []
+        for i in self.wrt:
+            a = self.f.entry.arguments[i]
+            adj = c.adjoints.get(a)
+            out.append(c.zeros(a) if adj is None else c.exact(a, adj))
+        for k in self.decl.keeping:
+            if isinstance(self.ftype.result, TupleType):
+                out.append(c.b.extract(returned, keys=[k]))
+            else:
+                out.append(returned)
+        return tuple_of(out)
+
+    def begin(self) -> tuple[Block, list[Value]]:
+        """The entry block of `df`, with the primal's arguments (and the seed)."""
+        arg_types = list(self.ftype.arguments)
+        names = [a.name for a in self.f.entry.arguments]
+        if self.decl.seedable:
+            arg_types.append(self.output)
+            seed, k = "seed", 1
+            while seed in names:
+                k += 1
+                seed = f"seed{k}"
+            names.append(seed)
+        self.df.blocks.clear()
+        entry = self.b.block_in(self.df, "entry", arg_types, names)
+        self.seed_argument = entry.arguments[-1] if self.decl.seedable else None
+        return entry, list(entry.arguments[: len(self.ftype.arguments)])
+
+    # ------------------------------------------------------------ generation
+
+    def build(self) -> None:
+        wrt_args = [self.f.entry.arguments[i] for i in self.wrt]
+        varied = varied_values(self.f, wrt_args, self.module)
+        if len(self.f.blocks) == 1:
+            self.build_straight_line(varied)
+        else:
+            self.build_with_tape(varied)
+
+    def build_straight_line(self, varied: set[Value]) -> None:
+        entry, args = self.begin()
+        primals: dict[Value, Value] = dict(zip(self.f.entry.arguments, args, strict=True))
+        block = self.f.entry
+        for inst in block.instructions[:-1]:
+            primals[inst] = self.b.insert(copy_instruction(inst, primals))
+        ret = block.instructions[-1]
+        returned = map_value(ret.value, primals)
+        c = self.new_context(varied, primals)
+        self.seed(c, ret.value)
+        for inst in reversed(block.instructions[:-1]):
+            c.reverse_instruction(inst)
+        self.b.ret(self.results(c, args, returned))
+
+    def build_with_tape(self, varied: set[Value]) -> None:
+        f, b, module = self.f, self.b, self.module
+        entry, args = self.begin()
+        stack = b.createStack()
+        ids = {block: k for k, block in enumerate(f.blocks)}
+        entry_is_target = self.entry_is_target = any(f.entry in blk.successors
+                                                      for blk in f.blocks)
+        # Values every reverse block can read: the arguments and, when the entry block runs
+        # once, the entry block's results.
+        available: set[Value] = set(f.entry.arguments)
+        if not entry_is_target:
+            available.update(f.entry.instructions[:-1])
+        # Adjoints that cross blocks travel as block arguments of the reverse blocks.
+        crossing = self.crossing_values(varied)
+        # ---- forward sweep: a copy of f that records the tape
+        fwd_blocks: dict[Block, Block] = {f.entry: entry}
+        for block in f.blocks[1:]:
+            fwd_blocks[block] = b.block_in(self.df, block.name,
+                                           [a.type for a in block.arguments],
+                                           [a.name for a in block.arguments])
+        primals: dict[Value, Value] = dict(zip(f.entry.arguments, args, strict=True))
+        for block in f.blocks[1:]:
+            primals.update(zip(block.arguments, fwd_blocks[block].arguments, strict=True))
+        rev_start = Block("reverse", [])
+        returned_arg = rev_start.add_argument(
+            Argument(self.ftype.result, "result"))
+        saved: dict[Block, list[Value]] = {}
+        for block in f.blocks:
+            b.position_at_end(fwd_blocks[block])
+            for inst in block.instructions[:-1]:
+                primals[inst] = b.insert(copy_instruction(inst, primals))
+            saved[block] = self.tape_for(block, varied, available)
+            for v in saved[block]:
+                b.push(primals[v], stack)
+            self.tape_values += len(saved[block])
+            b.push(constant(ids[block], scalar(I64)), stack)
+            term = block.instructions[-1]
+            if term.opcode == "return":
+                b.branch((rev_start, [map_value(term.value, primals)]))
+            else:
+                b.insert(copy_instruction(term, primals, fwd_blocks))
+        # ---- reverse sweep
+        self.df.append_block(rev_start)
+        b.position_at_end(rev_start)
+        zeros = [placeholder_zero(v.type, module) for v in crossing]
+        dispatch = b.block_in(self.df, "dispatch", [v.type for v in crossing],
+                              [None] * len(crossing))
+        b.position_at_end(rev_start)
+        b.branch((dispatch, zeros))
+        reverse_blocks = {
+            block: Block(f"reverse_{block.name}" if block.name else None,
+                         [Argument(v.type)
+                          for v in crossing])
+            for block in f.blocks
+        }
+        finish = Block("finish", [])
+        for a in f.entry.arguments:
+            if a in crossing:
+                finish.add_argument(Argument(a.type))
+        self.dispatch(dispatch, stack, ids, reverse_blocks)
+        for block in f.blocks:
+            rb = reverse_blocks[block]
+            self.df.append_block(rb)
+            b.position_at_end(rb)
+            self.reverse_block(block, rb, varied, crossing, available, primals, saved[block],
+                               stack, returned_arg, dispatch, finish)
+        self.df.append_block(finish)
+        b.position_at_end(finish)
+        c = self.new_context(varied, primals)
+        for a, value in zip([a for a in f.entry.arguments if a in crossing], finish.arguments,
+                            strict=True):
+            c.adjoints[a] = value
+        b.destroyStack(stack)
+        b.ret(self.results(c, args, returned_arg))
+
+    def crossing_values(self, varied: set[Value]) -> list[Value]:
+        """Varied values whose adjoints cross blocks, in a fixed order."""
+        out: list[Value] = []
+        for block in self.f.blocks:
+            for a in block.arguments:
+                if a in varied:
+                    out.append(a)
+            for inst in block.instructions:
+                if inst in varied and any(
+                    u.block is not block for u in self.users(inst)
+                ):
+                    out.append(inst)
+        return out
+
+    def users(self, v: Value) -> list[Instruction]:
+        return [inst for blk in self.f.blocks for inst in blk.instructions if v in uses(inst)]
+
+    def tape_for(self, block: Block, varied: set[Value], available: set[Value]) -> list[Value]:
+        """The primal values `block`'s reverse reads, in push order."""
+        if block is self.f.entry and not self.entry_is_target:
+            return []
+        wanted: list[Value] = []
+        seen: set[Value] = set()
+
+        def want(v: Value) -> None:
+            if isinstance(v, LiteralValue):
+                for e in v.literal.values():
+                    want(e)
+                return
+            if v not in seen and v not in available and not isinstance(v, Function):
+                seen.add(v)
+                wanted.append(v)
+
+        recomputed = self.recomputed(block, varied)
+        for inst in block.instructions[:-1]:
+            if inst in recomputed:
+                for u in uses(inst):
+                    if u not in recomputed:
+                        want(u)
+                continue
+            if inst in varied:
+                for u in uses(inst):
+                    want(u)
+                want(inst)
+        term = block.instructions[-1]
+        for u in uses(term):
+            if u in varied and self.dynamic(u) or term.opcode == "return":
+                want(u)
+        return [v for v in wanted if not isinstance(self.module.resolve(v.type), type(STACK))]
+
+    def recomputed(self, block: Block, varied: set[Value]) -> set[Value]:
+        """With `checkpoint`: the pure instructions of `block` its reverse recomputes.
+
+        Those are the varied ones and the pure instructions of the block they read.
+        """
+        if not self.checkpoint:
+            return set()
+        out: set[Value] = set()
+        for inst in reversed(block.instructions[:-1]):
+            if inst.has_trait("pure") and (inst in varied or inst in out):
+                out.add(inst)
+                out.update(u for u in uses(inst) if isinstance(u, Instruction)
+                           and u.block is block and u.has_trait("pure"))
+        return out
+
+    def dynamic(self, v: Value) -> bool:
+        t = self.module.resolve(v.type)
+        return not isinstance(t, TensorType) or any(d is None for d in t.shape)
+
+    def dispatch(self, dispatch: Block, stack: Value, ids: dict[Block, int],
+                 reverse_blocks: dict[Block, Block]) -> None:
+        """Pop a block id and branch to that block's reverse, passing the adjoints along."""
+        b = self.b
+        b.position_at_end(dispatch)
+        carried = list(dispatch.arguments)
+        block_id = b.pop(scalar(I64), stack)
+        blocks = list(ids)
+        current = dispatch
+        for block in blocks[:-1]:
+            b.position_at_end(current)
+            hit = b.equal(block_id, ids[block])
+            nxt = self.df.append_block(Block(None))
+            b.conditional(hit, (reverse_blocks[block], carried), nxt)
+            current = nxt
+        b.position_at_end(current)
+        b.branch((reverse_blocks[blocks[-1]], carried))
+
+    def reverse_block(self, block: Block, rb: Block, varied: set[Value], crossing: list[Value],
+                      available: set[Value], fwd_primals: dict[Value, Value],
+                      saved: list[Value], stack: Value, returned: Value, dispatch: Block,
+                      finish: Block) -> None:
+        b = self.b
+        primals = {v: fwd_primals[v] for v in available}
+        for v in reversed(saved):
+            primals[v] = b.pop(self.module.resolve(v.type), stack)
+        recomputed = self.recomputed(block, varied)
+        for inst in block.instructions[:-1]:
+            if inst in recomputed and inst not in primals:
+                primals[inst] = b.insert(copy_instruction(inst, primals, named=False))
+        c = self.new_context(varied, primals)
+        c.adjoints.update(zip(crossing, rb.arguments, strict=True))
+        term = block.instructions[-1]
+        if term.opcode == "return":
+            self.seed(c, term.value)
+        # the branch: arguments passed to a successor get the adjoints of its parameters
+        contributions: list[tuple[Value, Value]] = []
+        reset: list[Value] = []
+        for target in term.targets:
+            for arg, param in zip(target.args, target.block.arguments, strict=True):
+                if param in varied:
+                    reset.append(param)
+                    adj = c.adjoints.get(param)
+                    if adj is not None and arg in varied:
+                        contributions.append((arg, c.exact(arg, adj) if not isinstance(
+                            arg, LiteralValue) else adj))
+        for param in reset:
+            c.adjoints[param] = placeholder_zero(param.type, self.module)
+        for arg, adj in contributions:
+            c.accumulate(arg, adj)
+        # the instructions, last first
+        for inst in reversed(block.instructions[:-1]):
+            if inst in crossing:
+                adj = c.adjoints.get(inst)
+                c.reverse_instruction(inst)
+                if adj is not None:
+                    c.adjoints[inst] = placeholder_zero(inst.type, self.module)
+            else:
+                c.reverse_instruction(inst)
+        carried = [c.adjoints.get(v, placeholder_zero(v.type, self.module)) for v in crossing]
+        if block is self.f.entry:
+            b.branch((finish, [c.adjoints.get(a, placeholder_zero(a.type, self.module))
+                               for a in self.f.entry.arguments if a in crossing]))
+        else:
+            b.branch((dispatch, carried))

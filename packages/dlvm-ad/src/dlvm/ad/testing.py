@@ -1,0 +1,108 @@
+"""Derivative checks against central finite differences (float64), for tests and users.
+
+    check_gradient(text, "f", "df", [x, w])   # raises AssertionError with the worst entry
+
+`df` is a gradient declaration of `f` in the module text; the module is compiled
+for `target` (which differentiates it) and each returned derivative is compared
+with (f(x + h) − f(x − h)) / 2h of ⟨seed, f(x)⟩, entry by entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+import dlvm.ir as ir
+from dlvm.ir.derivatives import differentiated_output, wrt_indices
+
+
+def _decl(module: ir.Module, name: str) -> tuple[ir.Function, ir.DerivativeDecl]:
+    fn = module.function(name)
+    if fn is None or not isinstance(fn.declaration, ir.DerivativeDecl):
+        raise AssertionError(f"'@{name}' is not a derivative declaration")
+    return fn, fn.declaration
+
+
+def numeric_gradient(call: object, args: list[np.ndarray], index: int, seed: np.ndarray,
+                     output: int, h: float = 1e-6) -> np.ndarray:
+    """d⟨seed, f(args)[output]⟩ / d args[index] by central differences."""
+    x = np.array(args[index], dtype=np.float64)
+    grad = np.zeros_like(x)
+    flat = x.reshape(-1)
+    for k in range(flat.size):
+        old = flat[k]
+        values = []
+        for step in (h, -h):
+            flat[k] = old + step
+            shifted = list(args)
+            shifted[index] = x.copy()
+            out = call(*shifted)[output]  # type: ignore[operator]
+            values.append(float(np.sum(seed * out)))
+        flat[k] = old
+        grad.reshape(-1)[k] = (values[0] - values[1]) / (2 * h)
+    return grad
+
+
+def check_gradient(text: str | ir.Module, f: str, df: str, args: Sequence[np.ndarray], *,
+                   seed: np.ndarray | None = None, target: str = "interp",
+                   rtol: float = 1e-5, atol: float = 1e-7, rng: int = 0) -> tuple[np.ndarray, ...]:
+    """Compare `@df`'s derivatives with finite differences of `@f`; returns `@df`'s outputs."""
+    module = ir.parse(text, "check.dl") if isinstance(text, str) else text
+    fn, decl = _decl(module, df)
+    of = decl.of
+    assert isinstance(of, ir.Function)
+    exe = ir.compile(module, target=target)
+    args = [np.asarray(a) for a in args]
+    out_index = decl.from_index or 0
+    primal = exe.call(f, *args)
+    out = primal[out_index]
+    if decl.seedable and seed is None:
+        seed = np.random.default_rng(rng).standard_normal(np.shape(out)).astype(out.dtype)
+    call_args = args + ([seed] if decl.seedable else [])
+    results = exe.call(df, *call_args)
+    seed_value = np.ones_like(out, dtype=np.float64) if seed is None else np.asarray(seed, np.float64)
+    differentiated_output(decl, of.type_)
+    for position, index in enumerate(wrt_indices(decl, of.type_)):
+        expected = numeric_gradient(lambda *a: exe.call(f, *a), args, index, seed_value,
+                                    out_index)
+        got = np.asarray(results[position], dtype=np.float64)
+        if got.shape != expected.shape:
+            raise AssertionError(f"d/d argument {index}: shape {got.shape}, expected "
+                                 f"{expected.shape}")
+        if not np.allclose(got, expected, rtol=rtol, atol=atol):
+            worst = np.unravel_index(np.argmax(np.abs(got - expected)), got.shape) if got.ndim \
+                else ()
+            raise AssertionError(f"d/d argument {index} differs from finite differences: at "
+                                 f"{worst} got {got[worst]!r}, expected {expected[worst]!r}\n"
+                                 f"got {got}\nexpected {expected}")
+    kept = results[len(wrt_indices(decl, of.type_)):]
+    for k, value in zip(decl.keeping, kept, strict=True):
+        np.testing.assert_allclose(value, primal[k], rtol=1e-12, atol=0)
+    return tuple(results)
+
+
+def check_tangent(text: str | ir.Module, f: str, tf: str, args: Sequence[np.ndarray],
+                  tangents: Sequence[np.ndarray], *, target: str = "interp",
+                  rtol: float = 1e-5, atol: float = 1e-7, h: float = 1e-6) -> np.ndarray:
+    """Compare `@tf`'s output tangent with (f(x + h·t) − f(x − h·t)) / 2h."""
+    module = ir.parse(text, "check.dl") if isinstance(text, str) else text
+    fn, decl = _decl(module, tf)
+    of = decl.of
+    assert isinstance(of, ir.Function)
+    exe = ir.compile(module, target=target)
+    args = [np.asarray(a, dtype=np.asarray(a).dtype) for a in args]
+    wrt = wrt_indices(decl, of.type_)
+    out_index = decl.from_index or 0
+    results = exe.call(tf, *args, *tangents)
+
+    def shifted(step: float) -> np.ndarray:
+        moved = list(args)
+        for i, t in zip(wrt, tangents, strict=True):
+            moved[i] = args[i] + step * np.asarray(t)
+        return np.asarray(exe.call(f, *moved)[out_index], dtype=np.float64)
+
+    expected = (shifted(h) - shifted(-h)) / (2 * h)
+    got = np.asarray(results[0], dtype=np.float64)
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+    return got

@@ -1,0 +1,220 @@
+"""Gradients and tangents through branches, loops, early exits and calls."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dlvm.ir as ir
+from dlvm.ad import Generator
+from dlvm.ad.testing import check_gradient, check_tangent
+
+POWER_LOOP = """
+module "loop"
+stage raw
+
+// sin(x) · ∏ exp(tanh(y)) · x over n steps: a loop whose trip count is an argument
+func @p: (f64, i64) -> f64 {
+'entry(%x: f64, %n: i64):
+    %s = sin %x: f64
+    branch 'loop(0: i64, %s: f64)
+'loop(%i: i64, %y: f64):
+    %c = lessThan %i: i64, %n: i64
+    conditional %c: bool then 'body() else 'exit()
+'body():
+    %t = tanh %y: f64
+    %e = exp %t: f64
+    %y2 = multiply %e: f64, %x: f64
+    %i2 = add %i: i64, 1: i64
+    branch 'loop(%i2: i64, %y2: f64)
+'exit():
+    return %y: f64
+}
+
+[gradient @p wrt 0]
+func @dp: (f64, i64) -> (f64)
+
+[gradient @p wrt 0 keeping 0 seedable]
+func @dp_seeded: (f64, i64, f64) -> (f64, f64)
+
+[tangent @p wrt 0]
+func @tp: (f64, i64, f64) -> (f64)
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7])
+def test_loop_with_a_data_dependent_trip_count(n: int) -> None:
+    args = [np.float64(0.7), np.int64(n)]
+    check_gradient(POWER_LOOP, "p", "dp", args)
+    check_gradient(POWER_LOOP, "p", "dp_seeded", args, seed=np.float64(-1.5))
+    check_tangent(POWER_LOOP, "p", "tp", args, [np.float64(1.0)])
+
+
+def test_checkpointing_shrinks_the_tape_and_keeps_the_gradient() -> None:
+    counts = {}
+    for checkpoint in (False, True):
+        module = ir.parse(POWER_LOOP)
+        generator = Generator(module, checkpoint)
+        generator.run()
+        ir.verify(module)
+        counts[checkpoint] = generator.tape_values
+        exe = ir.compile(module, "interp")
+        grad = exe.call("dp", np.float64(0.7), np.int64(5))[0]
+        expected = check_gradient(POWER_LOOP, "p", "dp", [np.float64(0.7), np.int64(5)])[0]
+        np.testing.assert_allclose(grad, expected, rtol=1e-12)
+    assert counts[True] < counts[False]
+
+
+def test_checkpoint_is_a_pass_option() -> None:
+    module = ir.parse(POWER_LOOP)
+    records = ir.run_passes(module, "differentiation{checkpoint=true}")
+    assert module.stage == "optimizable"
+    assert records
+
+
+BRANCHES = """
+module "branches"
+stage raw
+
+// |x|·x with an early return on one side: both directions of the branch
+func @f: (<3 x f64>, f64) -> <3 x f64> {
+'entry(%x: <3 x f64>, %k: f64):
+    %c = greaterThan %k: f64, 0.0: f64
+    conditional %c: bool then 'pos(%x: <3 x f64>) else 'neg()
+'pos(%a: <3 x f64>):
+    %s = sin %a: <3 x f64>
+    %m = multiply %s: <3 x f64>, %k: f64
+    return %m: <3 x f64>
+'neg():
+    %e = exp %x: <3 x f64>
+    branch 'join(%e: <3 x f64>)
+'join(%j: <3 x f64>):
+    %r = multiply %j: <3 x f64>, %k: f64
+    return %r: <3 x f64>
+}
+
+[gradient @f seedable]
+func @df: (<3 x f64>, f64, <3 x f64>) -> (<3 x f64>, f64)
+
+[tangent @f wrt 0, 1]
+func @tf: (<3 x f64>, f64, <3 x f64>, f64) -> (<3 x f64>)
+"""
+
+
+@pytest.mark.parametrize("k", [1.3, -0.4])
+def test_branch_taken_either_way_with_several_returns(k: float) -> None:
+    x = np.array([0.3, -1.2, 2.0])
+    check_gradient(BRANCHES, "f", "df", [x, np.float64(k)])
+    check_tangent(BRANCHES, "f", "tf", [x, np.float64(k)], [np.array([1.0, 0.5, -2.0]),
+                                                            np.float64(0.3)])
+
+
+CALLS = """
+module "calls"
+stage raw
+
+func @g: (f64, f64) -> f64 {
+'entry(%a: f64, %b: f64):
+    %p = multiply %a: f64, %b: f64
+    %s = sin %p: f64
+    return %s: f64
+}
+
+// a recursive function: r(x, n) = g(x, r(x, n − 1)), r(x, 0) = x
+func @r: (f64, i64) -> f64 {
+'entry(%x: f64, %n: i64):
+    %c = lessThanOrEqual %n: i64, 0: i64
+    conditional %c: bool then 'base() else 'step()
+'base():
+    return %x: f64
+'step():
+    %m = subtract %n: i64, 1: i64
+    %inner = apply @r(%x: f64, %m: i64) -> f64
+    %out = apply @g(%x: f64, %inner: f64) -> f64
+    return %out: f64
+}
+
+[gradient @r wrt 0]
+func @dr: (f64, i64) -> (f64)
+
+[tangent @r wrt 0]
+func @tr: (f64, i64, f64) -> (f64)
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_calls_and_recursion(n: int) -> None:
+    check_gradient(CALLS, "r", "dr", [np.float64(0.9), np.int64(n)])
+    check_tangent(CALLS, "r", "tr", [np.float64(0.9), np.int64(n)], [np.float64(1.0)])
+
+
+def test_callee_derivatives_are_generated_once() -> None:
+    module = ir.parse(CALLS)
+    ir.run_passes(module, "differentiation")
+    names = [f.name for f in module.functions]
+    assert names.count("r_grad") == 1 and names.count("g_grad") == 1
+    assert all(not f.is_declaration for f in module.functions)
+
+
+UNUSED = """
+module "unused"
+stage raw
+
+func @f: (f64, <2 x f64>) -> f64 {
+'entry(%x: f64, %unused: <2 x f64>):
+    %y = exp %x: f64
+    return %y: f64
+}
+
+[gradient @f]
+func @df: (f64, <2 x f64>) -> (f64, <2 x f64>)
+"""
+
+
+def test_an_argument_the_output_does_not_depend_on_gets_a_zero_adjoint() -> None:
+    out = check_gradient(UNUSED, "f", "df", [np.float64(0.2), np.array([1.0, 2.0])])
+    np.testing.assert_array_equal(out[1], [0.0, 0.0])
+
+
+HIGHER = """
+module "higher"
+stage raw
+
+func @f: (f64) -> f64 {
+'entry(%x: f64):
+    %s = sin %x: f64
+    %e = exp %x: f64
+    %y = multiply %s: f64, %e: f64
+    return %y: f64
+}
+
+[gradient @f]
+func @d1: (f64) -> (f64)
+
+[gradient @d1 from 0]
+func @d2: (f64) -> (f64)
+
+[gradient @d2 from 0]
+func @d3: (f64) -> (f64)
+"""
+
+
+def test_third_order_derivatives() -> None:
+    # f = sin·exp: f' = eˣ(sin + cos), f'' = 2eˣ cos, f''' = 2eˣ(cos − sin)
+    exe = ir.compile(ir.parse(HIGHER), "interp")
+    x = 0.4
+    e, s, c = np.exp(x), np.sin(x), np.cos(x)
+    np.testing.assert_allclose(exe.call("d1", np.float64(x))[0], e * (s + c), rtol=1e-12)
+    np.testing.assert_allclose(exe.call("d2", np.float64(x))[0], 2 * e * c, rtol=1e-12)
+    np.testing.assert_allclose(exe.call("d3", np.float64(x))[0], 2 * e * (c - s), rtol=1e-12)
+
+
+def test_a_function_without_a_body_cannot_be_differentiated() -> None:
+    module = ir.parse("""
+[extern]
+func @g: (f64) -> f64
+[gradient @g]
+func @dg: (f64) -> (f64)
+""")
+    with pytest.raises(ir.PassError, match="'@g': it has no body"):
+        ir.run_passes(module, "differentiation", verify_each=False)
