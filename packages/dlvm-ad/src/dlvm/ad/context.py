@@ -25,7 +25,7 @@ class RuleContext:
 
     def primal(self, v: Value) -> Value:
         """The value of primal `v` where the generated code is being inserted."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} does not define primal()")
 
     def type_of(self, v: Value) -> TensorType:
         return tensor_of(self.module.resolve(v.type))
@@ -85,17 +85,17 @@ class AdjointContext(RuleContext):
 
     def call_adjoint(self, inst: Value, dy: Value) -> list[tuple[Value, Value]]:
         """The adjoints of an `apply`'s arguments (the driver generates the callee's gradient)."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} does not define call_adjoint()")
 
 
 class TangentContext(RuleContext):
     """For tangent rules: `tangent(v)` is the tangent of primal `v`, None when zero."""
 
     def tangent(self, v: Value) -> Value | None:
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} does not define tangent()")
 
     def call_tangent(self, inst: Value) -> Value | None:
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} does not define call_tangent()")
 
 
 def tuple_zeros(c: RuleContext, like: Value) -> Value:

@@ -17,8 +17,8 @@ from dlvm.ir.types import FunctionType, TupleType
 
 from .activity import carries_derivative
 from .context import AdjointContext, TangentContext
-from .rules import load_builtin_rules
 from .reverse import DifferentiationError, ReverseBuilder
+from .rules import load_builtin_rules
 
 
 def _same_declaration(a: DerivativeDecl, b: DerivativeDecl) -> bool:

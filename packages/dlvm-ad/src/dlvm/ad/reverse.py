@@ -26,7 +26,6 @@ from dlvm.ir import (
     Argument,
     Block,
     Builder,
-    DlvmError,
     Function,
     Instruction,
     LiteralValue,
@@ -34,20 +33,17 @@ from dlvm.ir import (
     Value,
 )
 from dlvm.ir.builder import constant
-from dlvm.ir.derivatives import differentiated_output, outputs_of, wrt_indices
+from dlvm.ir.derivatives import differentiated_output, wrt_indices
 from dlvm.ir.types import I64, STACK, FunctionType, TensorType, TupleType, Type, scalar
 
 from .activity import carries_derivative, uses, varied_values
 from .context import AdjointContext
 from .copying import copy_instruction, map_value
+from .errors import DifferentiationError
 from .rules import ADJOINTS
 
 if TYPE_CHECKING:
     from .differentiation import Generator
-
-
-class DifferentiationError(DlvmError):
-    """A function that cannot be differentiated; the message says where and why."""
 
 
 def _where(inst: Instruction) -> str:
@@ -270,7 +266,7 @@ class ReverseBuilder:
             self.build_with_tape(varied)
 
     def build_straight_line(self, varied: set[Value]) -> None:
-        entry, args = self.begin()
+        _entry, args = self.begin()
         primals: dict[Value, Value] = dict(zip(self.f.entry.arguments, args, strict=True))
         block = self.f.entry
         for inst in block.instructions[:-1]:
@@ -404,7 +400,7 @@ class ReverseBuilder:
                 want(inst)
         term = block.instructions[-1]
         for u in uses(term):
-            if u in varied and self.dynamic(u) or term.opcode == "return":
+            if (u in varied and self.dynamic(u)) or term.opcode == "return":
                 want(u)
         return [v for v in wanted if not isinstance(self.module.resolve(v.type), type(STACK))]
 

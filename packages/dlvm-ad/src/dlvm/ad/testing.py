@@ -49,7 +49,7 @@ def check_gradient(text: str | ir.Module, f: str, df: str, args: Sequence[np.nda
                    rtol: float = 1e-5, atol: float = 1e-7, rng: int = 0) -> tuple[np.ndarray, ...]:
     """Compare `@df`'s derivatives with finite differences of `@f`; returns `@df`'s outputs."""
     module = ir.parse(text, "check.dl") if isinstance(text, str) else text
-    fn, decl = _decl(module, df)
+    _fn, decl = _decl(module, df)
     of = decl.of
     assert isinstance(of, ir.Function)
     exe = ir.compile(module, target=target)
@@ -61,7 +61,8 @@ def check_gradient(text: str | ir.Module, f: str, df: str, args: Sequence[np.nda
         seed = np.random.default_rng(rng).standard_normal(np.shape(out)).astype(out.dtype)
     call_args = args + ([seed] if decl.seedable else [])
     results = exe.call(df, *call_args)
-    seed_value = np.ones_like(out, dtype=np.float64) if seed is None else np.asarray(seed, np.float64)
+    seed_value = (np.ones_like(out, dtype=np.float64) if seed is None
+                  else np.asarray(seed, np.float64))
     differentiated_output(decl, of.type_)
     for position, index in enumerate(wrt_indices(decl, of.type_)):
         expected = numeric_gradient(lambda *a: exe.call(f, *a), args, index, seed_value,
@@ -87,7 +88,7 @@ def check_tangent(text: str | ir.Module, f: str, tf: str, args: Sequence[np.ndar
                   rtol: float = 1e-5, atol: float = 1e-7, h: float = 1e-6) -> np.ndarray:
     """Compare `@tf`'s output tangent with (f(x + h·t) − f(x − h·t)) / 2h."""
     module = ir.parse(text, "check.dl") if isinstance(text, str) else text
-    fn, decl = _decl(module, tf)
+    _fn, decl = _decl(module, tf)
     of = decl.of
     assert isinstance(of, ir.Function)
     exe = ir.compile(module, target=target)

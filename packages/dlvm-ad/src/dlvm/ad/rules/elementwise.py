@@ -118,7 +118,7 @@ def _zero_tangent(c: TangentContext, inst: Instruction) -> Value | None:
 
 
 def _no_trigamma(c: RuleContext, inst: Instruction, *_: object) -> None:
-    from ..reverse import DifferentiationError
+    from ..errors import DifferentiationError
 
     where = f"{inst.location}: " if inst.location else ""
     raise DifferentiationError(f"{where}'digamma' cannot be differentiated: its derivative, "

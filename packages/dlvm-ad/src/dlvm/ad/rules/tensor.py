@@ -18,7 +18,7 @@ Every adjoint contribution is built in the operand's own shape. Conventions:
   dilation is not 1. `reduceWindow` by `max`/`min` extracts the windows with a one-hot
   kernel. Function combinators, `scan` by anything but `add`, `reduceWindow` by
   `multiply`, and `bitCast` between different data types are not differentiable: their
-  rules raise `NotImplementedError`.
+  rules raise `DifferentiationError`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from dlvm.ir import BuiltinRef, KeywordLiteral, LiteralValue, ScalarLiteral, Val
 from dlvm.ir.instructions.tensor import window_output, window_pads
 from dlvm.ir.types import I64, TensorType, scalar
 
+from ..errors import DifferentiationError
 from . import adjoint, tangent
 
 if TYPE_CHECKING:
@@ -45,8 +46,8 @@ Pads = list[tuple[int, int]]
 # ------------------------------------------------------------------ helpers
 
 
-def _unsupported(inst: Instruction, why: str) -> NotImplementedError:
-    return NotImplementedError(f"'{inst.opcode}' is not differentiable here: {why}")
+def _unsupported(inst: Instruction, why: str) -> DifferentiationError:
+    return DifferentiationError(f"'{inst.opcode}' is not differentiable here: {why}")
 
 
 def _active(c: RuleContext, v: Value) -> bool:
