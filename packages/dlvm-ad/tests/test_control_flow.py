@@ -218,3 +218,45 @@ func @dg: (f64) -> (f64)
 """)
     with pytest.raises(ir.PassError, match="'@g': it has no body"):
         ir.run_passes(module, "differentiation", verify_each=False)
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_second_derivatives_through_a_loop_both_ways(n: int) -> None:
+    # @dp keeps a tape on a stack; differentiating it again follows values through the
+    # stack: reverse over reverse (an adjoint stack) and forward over reverse (a twin stack).
+    text = POWER_LOOP + """
+[gradient @dp from 0 wrt 0]
+func @ddp: (f64, i64) -> (f64)
+[tangent @dp from 0 wrt 0]
+func @tdp: (f64, i64, f64) -> (f64)
+"""
+    args = [np.float64(0.7), np.int64(n)]
+    module = ir.parse(text)
+    check_gradient(module, "dp", "ddp", args, rtol=1e-5)
+    check_tangent(ir.parse(text), "dp", "tdp", args, [np.float64(1.0)], rtol=1e-5)
+
+
+def test_values_stored_to_memory_are_refused_with_a_reason() -> None:
+    text = """
+func @f: (f64) -> f64 {
+'entry(%x: f64):
+    %p = allocateStack f64 count 1
+    store %x: f64 to %p: *f64
+    %y = load %p: *f64
+    return %y: f64
+}
+[gradient @f]
+func @df: (f64) -> (f64)
+"""
+    with pytest.raises(ir.PassError, match="derivatives through memory are not supported"):
+        ir.run_passes(ir.parse(text), "differentiation")
+
+
+def test_a_second_derivative_of_a_recursive_function() -> None:
+    text = CALLS + "\n[gradient @dr from 0 wrt 0]\nfunc @ddr: (f64, i64) -> (f64)\n"
+    exe = ir.compile(ir.parse(text), "interp")
+    x, h = 0.9, 1e-5
+    numeric = (exe.call("dr", np.float64(x + h), np.int64(2))[0]
+               - exe.call("dr", np.float64(x - h), np.int64(2))[0]) / (2 * h)
+    np.testing.assert_allclose(exe.call("ddr", np.float64(x), np.int64(2))[0], numeric,
+                               rtol=1e-6)

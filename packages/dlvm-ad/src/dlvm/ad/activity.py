@@ -9,6 +9,7 @@ from dlvm.ir import Function, Instruction, Module, Value
 from dlvm.ir.core import iter_nested
 from dlvm.ir.types import TensorType, TupleType, Type
 
+from .errors import DifferentiationError
 from .rules import NONDIFFERENTIABLE
 
 
@@ -32,13 +33,25 @@ def uses(inst: Instruction) -> list[Value]:
 
 
 def varied_values(fn: Function, wrt: list[Value], module: Module) -> set[Value]:
-    """The values that depend on `wrt` through differentiable data flow (a fixpoint)."""
+    """The values that depend on `wrt` through differentiable data flow (a fixpoint).
+
+    A stack onto which a varied value is pushed is *active*: it is in the set, and
+    float values popped from it are varied (a generated gradient's tape is one).
+    """
     varied: set[Value] = set(wrt)
     changed = True
     while changed:
         changed = False
         for block in fn.blocks:
             for inst in block.instructions:
+                if inst.opcode == "store" and inst.value in varied:
+                    raise DifferentiationError(
+                        f"{inst.location or '@' + str(fn.name)}: a value that depends on the "
+                        "differentiated arguments is stored to memory; derivatives through "
+                        "memory are not supported")
+                if inst.opcode == "push" and inst.value in varied and inst.stack not in varied:
+                    varied.add(inst.stack)  # an active stack: its pops carry derivatives
+                    changed = True
                 if inst not in varied and inst.opcode not in NONDIFFERENTIABLE and \
                         carries_derivative(inst.type, module) and \
                         any(v in varied for v in uses(inst)):

@@ -23,7 +23,7 @@ from dlvm.ir import (
 from dlvm.ir.derivatives import wrt_indices
 from dlvm.ir.types import FunctionType, TensorType, TupleType
 
-from .activity import varied_values
+from .activity import carries_derivative, varied_values
 from .context import TangentContext
 from .copying import copy_instruction, map_value
 from .reverse import DifferentiationError, _where
@@ -31,6 +31,9 @@ from .rules import TANGENTS
 
 if TYPE_CHECKING:
     from .differentiation import Generator
+
+
+STACK_OPS = {"push", "pop", "destroyStack"}
 
 
 class ForwardContext(TangentContext):
@@ -111,9 +114,32 @@ class TangentBuilder:
             b.position_at_end(blocks[block])
             for inst in block.instructions[:-1]:
                 c.primals[inst] = b.insert(copy_instruction(inst, c.primals))
-                if inst in varied:
+                if self.is_stack_op(inst, varied):
+                    self.stack_tangent(c, inst)
+                elif inst in varied:
                     self.tangent_of(c, inst)
             self.terminator(c, block.instructions[-1], blocks, carried)
+
+    @staticmethod
+    def is_stack_op(inst: Instruction, varied: set[Value]) -> bool:
+        if inst.opcode == "createStack":
+            return inst in varied
+        return inst.opcode in STACK_OPS and inst.stack in varied
+
+    def stack_tangent(self, c: ForwardContext, inst: Instruction) -> None:
+        """An active stack has a twin holding the tangents of its float values."""
+        b = self.b
+        if inst.opcode == "createStack":
+            c.tangents[inst] = b.createStack()
+            return
+        twin = c.tangents[inst.stack]
+        if inst.opcode == "destroyStack":
+            b.destroyStack(twin)
+        elif inst.opcode == "push" and carries_derivative(inst.value.type, self.module):
+            t = c.tangent(inst.value)
+            b.push(t if t is not None else c.zeros(inst.value), twin)
+        elif inst.opcode == "pop" and carries_derivative(inst.type, self.module):
+            c.tangents[inst] = b.pop(self.module.resolve(inst.type), twin)
 
     def tangent_of(self, c: ForwardContext, inst: Instruction) -> None:
         rule = TANGENTS.get(inst.opcode)

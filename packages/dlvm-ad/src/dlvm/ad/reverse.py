@@ -63,6 +63,8 @@ class ReverseContext(AdjointContext):
     # Between blocks, zeros of dynamic shape travel with size-1 dimensions: reads
     # restore the exact shape. Straight-line code has no such zeros.
     normalize: bool = False
+    # active stacks of the primal → the stacks of their adjoints (see `reverse_stack_op`)
+    adjoint_stacks: dict[Value, Value] = field(default_factory=dict)
 
     def primal(self, v: Value) -> Value:
         if isinstance(v, LiteralValue):
@@ -109,6 +111,27 @@ class ReverseContext(AdjointContext):
         old = self.adjoints.get(v)
         self.adjoints[v] = contribution if old is None else self.add(old, contribution, v)
 
+    def reverse_stack_op(self, inst: Instruction) -> None:
+        """Values on an active stack: each float push and pop is reversed, varied or not,
+        so that the adjoint stack stays aligned with the primal one.
+
+        A push's adjoint pops from the adjoint stack; a pop's adjoint pushes onto it.
+        """
+        adjoint_stack = self.adjoint_stacks[inst.stack]
+        if inst.opcode == "pop":
+            if not carries_derivative(inst.type, self.module):
+                return
+            dy = self.adjoints.pop(inst, None)
+            dy = self.zeros(inst) if dy is None else self.exact(inst, dy)
+            self.b.push(dy, adjoint_stack)
+            return
+        value = inst.value
+        t = self.module.resolve(value.type)
+        if not carries_derivative(t, self.module):
+            return
+        d = self.b.pop(t, adjoint_stack)
+        self.accumulate(value, d)
+
     def peers(self, inst: Instruction, operand: Value) -> list[TensorType]:
         """The types of `inst`'s other operands (one occurrence of `operand` left out)."""
         others = list(inst.operands)
@@ -137,6 +160,9 @@ class ReverseContext(AdjointContext):
 
     def reverse_instruction(self, inst: Instruction) -> None:
         """Apply `inst`'s adjoint rule to the adjoint of its result."""
+        if inst.opcode in ("push", "pop") and inst.stack in self.adjoint_stacks:
+            self.reverse_stack_op(inst)
+            return
         dy = self.adjoints.pop(inst, None)
         if dy is None or inst not in self.varied:
             return
@@ -190,12 +216,16 @@ class ReverseBuilder:
         self.output = differentiated_output(decl, self.ftype)
         self.b = Builder(self.module)
         self.tape_values = 0
+        self.adjoint_stacks: dict[Value, Value] = {}
+        self.taken_names = {b.name for b in f.blocks} | {
+            v.name for blk in f.blocks for v in [*blk.arguments, *blk.instructions]}
 
     # ------------------------------------------------------------ shared pieces
 
     def new_context(self, varied: set[Value], primals: dict[Value, Value]) -> ReverseContext:
         return ReverseContext(self.b, self.module, self.generator, dict(primals), {}, varied,
-                              normalize=len(self.f.blocks) > 1)
+                              normalize=len(self.f.blocks) > 1,
+                              adjoint_stacks=self.adjoint_stacks)
 
     def seed(self, c: ReverseContext, returned: Value) -> None:
         """Seed the adjoint of the value a `return` returns."""
@@ -255,6 +285,26 @@ class ReverseBuilder:
         self.seed_argument = entry.arguments[-1] if self.decl.seedable else None
         return entry, list(entry.arguments[: len(self.ftype.arguments)])
 
+    def fresh(self, name: str) -> str:
+        """`name`, or `name2`, `name3`…: not the name of a block or value of the primal."""
+        taken = self.taken_names
+        out, k = name, 1
+        while out in taken:
+            k += 1
+            out = f"{name}{k}"
+        taken.add(out)
+        return out
+
+    def create_adjoint_stacks(self, varied: set[Value]) -> None:
+        """One adjoint stack per active stack of the primal, for the whole function."""
+        self.adjoint_stacks = {
+            inst: self.b.createStack() for inst in self.f.instructions()
+            if inst.opcode == "createStack" and inst in varied}
+
+    def destroy_adjoint_stacks(self) -> None:
+        for stack in self.adjoint_stacks.values():
+            self.b.destroyStack(stack)
+
     # ------------------------------------------------------------ generation
 
     def build(self) -> None:
@@ -267,6 +317,7 @@ class ReverseBuilder:
 
     def build_straight_line(self, varied: set[Value]) -> None:
         _entry, args = self.begin()
+        self.create_adjoint_stacks(varied)
         primals: dict[Value, Value] = dict(zip(self.f.entry.arguments, args, strict=True))
         block = self.f.entry
         for inst in block.instructions[:-1]:
@@ -277,11 +328,14 @@ class ReverseBuilder:
         self.seed(c, ret.value)
         for inst in reversed(block.instructions[:-1]):
             c.reverse_instruction(inst)
-        self.b.ret(self.results(c, args, returned))
+        results = self.results(c, args, returned)
+        self.destroy_adjoint_stacks()
+        self.b.ret(results)
 
     def build_with_tape(self, varied: set[Value]) -> None:
         f, b, module = self.f, self.b, self.module
         entry, args = self.begin()
+        self.create_adjoint_stacks(varied)
         stack = b.createStack()
         ids = {block: k for k, block in enumerate(f.blocks)}
         entry_is_target = self.entry_is_target = any(f.entry in blk.successors
@@ -302,9 +356,9 @@ class ReverseBuilder:
         primals: dict[Value, Value] = dict(zip(f.entry.arguments, args, strict=True))
         for block in f.blocks[1:]:
             primals.update(zip(block.arguments, fwd_blocks[block].arguments, strict=True))
-        rev_start = Block("reverse", [])
+        rev_start = Block(self.fresh("reverse"), [])
         returned_arg = rev_start.add_argument(
-            Argument(self.ftype.result, "result"))
+            Argument(self.ftype.result, self.fresh("result")))
         saved: dict[Block, list[Value]] = {}
         for block in f.blocks:
             b.position_at_end(fwd_blocks[block])
@@ -324,17 +378,17 @@ class ReverseBuilder:
         self.df.append_block(rev_start)
         b.position_at_end(rev_start)
         zeros = [placeholder_zero(v.type, module) for v in crossing]
-        dispatch = b.block_in(self.df, "dispatch", [v.type for v in crossing],
+        dispatch = b.block_in(self.df, self.fresh("dispatch"), [v.type for v in crossing],
                               [None] * len(crossing))
         b.position_at_end(rev_start)
         b.branch((dispatch, zeros))
         reverse_blocks = {
-            block: Block(f"reverse_{block.name}" if block.name else None,
+            block: Block(self.fresh(f"reverse_{block.name}") if block.name else None,
                          [Argument(v.type)
                           for v in crossing])
             for block in f.blocks
         }
-        finish = Block("finish", [])
+        finish = Block(self.fresh("finish"), [])
         for a in f.entry.arguments:
             if a in crossing:
                 finish.add_argument(Argument(a.type))
@@ -352,17 +406,19 @@ class ReverseBuilder:
                             strict=True):
             c.adjoints[a] = value
         b.destroyStack(stack)
-        b.ret(self.results(c, args, returned_arg))
+        results = self.results(c, args, returned_arg)
+        self.destroy_adjoint_stacks()
+        b.ret(results)
 
     def crossing_values(self, varied: set[Value]) -> list[Value]:
         """Varied values whose adjoints cross blocks, in a fixed order."""
         out: list[Value] = []
         for block in self.f.blocks:
             for a in block.arguments:
-                if a in varied:
+                if a in varied and carries_derivative(a.type, self.module):
                     out.append(a)
             for inst in block.instructions:
-                if inst in varied and any(
+                if inst in varied and carries_derivative(inst.type, self.module) and any(
                     u.block is not block for u in self.users(inst)
                 ):
                     out.append(inst)

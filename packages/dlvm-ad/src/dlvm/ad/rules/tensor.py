@@ -839,3 +839,16 @@ def _reduce_window_tangent(c: TangentContext, inst: Instruction) -> Value | None
     total = _plus(c, tx_part, ti_part)
     assert total is not None
     return _from_image(c, c.b.divide(total, count))
+
+
+@adjoint("unbroadcast")
+def _unbroadcast_adjoint(c: AdjointContext, inst: Instruction, dy: Value) -> Contributions:
+    """dx = broadcast(dy) to x's shape (the sum's adjoint copies dy to every summand)"""
+    return [(inst.x, c.broadcast_to(dy, inst.x))]
+
+
+@tangent("unbroadcast")
+def _unbroadcast_tangent(c: TangentContext, inst: Instruction) -> Value | None:
+    """ṙ = unbroadcast(ẋ) like the same operand"""
+    t = _t(c, inst.x)
+    return None if t is None else c.b.unbroadcast(t, c.primal(inst.like))
