@@ -15,7 +15,7 @@ from typer.main import get_command_name
 
 from dlvm.cli import errors
 
-CORE_COMMANDS = ("verify", "opt", "exec", "plugins")
+CORE_COMMANDS = ("verify", "opt", "exec", "run", "plugins")
 DEBUG_KEY = "debug"
 
 
@@ -72,6 +72,7 @@ def build_app() -> typer.Typer:
     from dlvm.cli.commands.exec_ import exec_
     from dlvm.cli.commands.opt import opt
     from dlvm.cli.commands.plugins import plugins
+    from dlvm.cli.commands.run import run
     from dlvm.cli.commands.verify import verify
 
     app = typer.Typer(cls=DlvmGroup, name="dlvm", no_args_is_help=True,
@@ -81,6 +82,7 @@ def build_app() -> typer.Typer:
     app.command("verify")(verify)
     app.command("opt")(opt)
     app.command("exec")(exec_)
+    app.command("run")(run)
     app.command("plugins")(plugins)
     return app
 
