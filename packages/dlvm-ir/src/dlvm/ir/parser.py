@@ -54,6 +54,8 @@ from .types import (
 )
 
 MAX_NESTING = 200
+# `!inline`: inline at every call; `!kernel`: a fused element-wise kernel (one block, pure).
+FUNCTION_ATTRIBUTES = {"inline", "kernel"}
 TOP_LEVEL_KEYWORDS = {"func", "var", "type", "struct", "enum"}
 DERIVATIVE_KINDS = {"gradient": "gradient", "adjoint": "gradient", "tangent": "tangent"}
 
@@ -395,8 +397,9 @@ class Parser:
         attributes: list[str] = []
         while self.tok.kind == lx.ATTR:
             t = self.advance()
-            if t.name != "inline":
-                self.error_at(t.offset, f"unknown function attribute '{t.text}'")
+            if t.name not in FUNCTION_ATTRIBUTES:
+                self.error_at(t.offset, f"unknown function attribute '{t.text}' (known: "
+                              f"{', '.join('!' + a for a in sorted(FUNCTION_ATTRIBUTES))})")
             elif t.name not in attributes:
                 attributes.append(t.name)
             self.skip_newlines()

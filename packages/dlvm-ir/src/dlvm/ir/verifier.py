@@ -116,6 +116,8 @@ class Verifier:
             self.derivative(fn, decl)
         if not self.check_type(fn.type, f"the signature of '@{fn.name}'", fn.location):
             return
+        if "kernel" in fn.attributes:
+            self.kernel(fn)
         if not fn.blocks:
             return
         entry = fn.entry
@@ -135,6 +137,17 @@ class Verifier:
         dom = fn.analysis(DominatorTree)
         for block in fn.blocks:
             self.block(fn, block, dom)
+
+    def kernel(self, fn: Function) -> None:
+        """`!kernel`: one block of pure instructions, so that a target compiles one loop nest."""
+        if len(fn.blocks) != 1:
+            self.error(f"kernel '@{fn.name}' must have exactly one block, found "
+                       f"{len(fn.blocks)}", fn.location)
+            return
+        for inst in fn.blocks[0].instructions[:-1]:
+            if "pure" not in inst.op.traits:
+                self.error(f"kernel '@{fn.name}' may hold only pure instructions, found "
+                           f"'{inst.opcode}'", inst.location or fn.location)
 
     def derivative(self, fn: Function, decl: DerivativeDecl) -> None:
         of = decl.of

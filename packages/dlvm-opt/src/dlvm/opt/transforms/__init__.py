@@ -1,0 +1,1 @@
+"""The optimization passes, one per module."""
