@@ -204,3 +204,20 @@ def test_the_schema_document_lists_every_key() -> None:
         prefix = table.replace("passes.list", "passes.list[i]")
         for key in keys:
             assert f"`{prefix}.{key}`" in doc, f"docs/pipeline-toml.md lacks `{prefix}.{key}`"
+
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "digits-mlp"
+
+
+def test_the_bundled_example_trains_to_95_percent_and_predicts(tmp_path: Path) -> None:
+    example = tmp_path / "digits"
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("out"))
+    done = dlvm("run", example / "pipeline.toml")
+    assert done.returncode == 0, done.stderr
+    accuracy = float(done.stdout.strip().splitlines()[-1].split()[-1].rstrip("%"))
+    assert accuracy >= 95.0
+    predicted = dlvm("run", example / "predict.toml")
+    assert predicted.returncode == 0, predicted.stderr
+    with np.load(example / "out" / "predictions.npz") as out, \
+            np.load(example / "samples.npz") as samples:
+        assert np.mean(np.argmax(out["out0"], axis=1) == samples["labels"]) >= 0.8
