@@ -221,3 +221,21 @@ def test_the_bundled_example_trains_to_95_percent_and_predicts(tmp_path: Path) -
     with np.load(example / "out" / "predictions.npz") as out, \
             np.load(example / "samples.npz") as samples:
         assert np.mean(np.argmax(out["out0"], axis=1) == samples["labels"]) >= 0.8
+
+
+def test_arguments_that_do_not_match_the_function(project: Path) -> None:
+    np.save(project / "x.npy", np.ones((2, 4), np.float32))
+    lines = run_invalid(project, '[module]\npath = "linear.dl"\n[call]\nfunction = "predict"\n'
+                                 'args = ["x.npy", "x.npy"]\n')
+    assert "call.args: '@predict' takes 3 arguments, 2 given" in lines[0]
+    assert ":5:1: error:" in lines[0]
+
+
+def test_the_progress_bar_and_the_plain_lines_describe_each_epoch() -> None:
+    from dlvm.cli.run.progress import Reporter, describe
+
+    record = {"epoch": 2, "loss": 0.25, "accuracy": 0.9, "examples_per_second": 1234.0}
+    assert describe(record, 5) == "epoch 2/5  loss 0.2500  accuracy 90.0%  1,234 examples/s"
+    with Reporter(fancy=True).training(5, 1, 3) as bar:  # a rich progress bar
+        bar.step(0.5)
+        bar.epoch(record)
