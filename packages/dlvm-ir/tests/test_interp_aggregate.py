@@ -3,7 +3,6 @@ values) and the builtin intrinsics."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -11,23 +10,7 @@ import pytest
 
 import dlvm.ir as ir
 from dlvm.ir import interp
-
-
-@functools.cache
-def _exe(src: str) -> ir.Executable:
-    m = ir.parse(src)
-    ir.verify(m)
-    return ir.compile(m, target="interp")
-
-
-def run(src: str, fn: str, *args: object) -> tuple[np.ndarray, ...]:
-    return _exe(src).call(fn, *args)
-
-
-def run1(src: str, fn: str, *args: object) -> np.ndarray:
-    outs = run(src, fn, *args)
-    assert len(outs) == 1
-    return outs[0]
+from dlvm.ir.testing import run, run1
 
 
 def same(out: np.ndarray, expected: object, dtype: object) -> None:

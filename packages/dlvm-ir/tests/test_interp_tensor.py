@@ -7,7 +7,6 @@ hand-computed values and naive loop implementations written here.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import struct
@@ -16,23 +15,7 @@ import numpy as np
 import pytest
 
 import dlvm.ir as ir
-
-
-@functools.cache
-def _exe(src: str) -> ir.Executable:
-    m = ir.parse(src)
-    ir.verify(m)
-    return ir.compile(m, target="interp")
-
-
-def run(src: str, fn: str, *args: object) -> tuple[np.ndarray, ...]:
-    return _exe(src).call(fn, *args)
-
-
-def run1(src: str, fn: str, *args: object) -> np.ndarray:
-    outs = run(src, fn, *args)
-    assert len(outs) == 1
-    return outs[0]
+from dlvm.ir.testing import run, run1
 
 
 def same(out: np.ndarray, expected: object, dtype: object, rtol: float = 0.0) -> None:
