@@ -916,3 +916,25 @@ func @f: () -> i8 {
         return
     out = ir.compile(m, "interp").call("f")[0]
     assert out.dtype == np.int8 and out.tolist() == -55
+
+
+SIGNED_ZEROS = """
+module "z"
+stage raw
+
+func @zeros: () -> (<2 x f32>, <2 x f32>, <2 x f32>) {
+'entry():
+    %a = literal 0.0: <2 x f32>
+    %b = literal -0.0: <2 x f32>
+    %c = literal 0.0: <2 x f32>
+    return (%a: <2 x f32>, %b: <2 x f32>, %c: <2 x f32>): (<2 x f32>, <2 x f32>, <2 x f32>)
+}
+"""
+
+
+def test_splat_literals_keep_the_sign_of_zero() -> None:
+    """`0.0` and `-0.0` are equal numbers but different literals: each splat keeps its sign."""
+    a, b, c = run(SIGNED_ZEROS, "zeros")
+    assert not np.signbit(a).any()
+    assert np.signbit(b).all()
+    assert not np.signbit(c).any()

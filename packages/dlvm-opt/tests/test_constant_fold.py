@@ -84,6 +84,22 @@ def test_folds(case: str) -> None:
     check_idempotent(text, "constant-fold")
 
 
+def test_metadata_of_values_whose_type_decides_it() -> None:
+    """`rank` always, `shape` and `unitCount` of static types, whatever the operand holds."""
+    lines = ["%n = unitCount of %x: <3 x 5 x f32>", "%s = shape of %x: <3 x 5 x f32>",
+             "%k = rank of %y: <_ x 5 x f32>", "%u = unitCount of %y: <_ x 5 x f32>",
+             "%r = literal (%n: i64, %s: <2 x i64>, %k: i64, %u: i64): (i64, <2 x i64>, i64, i64)"]
+    text = straight(lines, "(i64, <2 x i64>, i64, i64)",
+                    args="x: <3 x 5 x f32>, y: <_ x 5 x f32>")
+    assert body(text)[1:] == [
+        "%u = unitCount of %y: <_ x 5 x f32>",
+        "%r = literal (15: i64, <3: i64, 5: i64>: <2 x i64>, 2: i64, %u: i64): "
+        "(i64, <2 x i64>, i64, i64)",
+        "return %r: (i64, <2 x i64>, i64, i64)"]
+    check_preserves(text, "constant-fold")
+    check_idempotent(text, "constant-fold")
+
+
 STRUCTS = HEADER + """
 struct $P {
     #x: f32

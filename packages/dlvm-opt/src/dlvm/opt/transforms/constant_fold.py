@@ -15,7 +15,10 @@ Rules, applied until none applies:
      reachable block (or itself, on back edges) is replaced by it and removed, with
      the operands passed to it;
   3. `conditional` on a literal condition becomes a `branch` to the taken target, and
-     `branchEnum` on an enum literal a `branch` passing the case's values.
+     `branchEnum` on an enum literal a `branch` passing the case's values;
+  4. `rank`, `shape` and `unitCount` fold whatever their operand, when its type says:
+     `rank` always, `shape` and `unitCount` when every dimension is static (the
+     operand need not be a literal: `unitCount of %m: <256 x f32>` is `256: i64`).
 
 `random` is never evaluated. A literal replaces a value only when its type is exactly
 the value's type, so every use keeps the type it is written with.
@@ -60,6 +63,7 @@ from dlvm.ir.types import EnumDecl, StructDecl
 
 from .cse import literal_key
 
+METADATA = frozenset({"rank", "shape", "unitCount"})  # decided by the operand's type
 NEVER_FOLDED = frozenset({"random"})  # a fresh draw each time it runs
 EXPLICIT_EDGES = frozenset({"branch", "conditional"})  # edges that pass explicit values
 
@@ -164,6 +168,8 @@ class Folder:
         if not inst.has_trait("pure") or inst.is_terminator or inst.opcode in NEVER_FOLDED:
             return None
         operands = inst.operands
+        if inst.opcode in METADATA:
+            return self.metadata(inst)
         if not all(isinstance(v, LiteralValue) for v in operands):
             return None
         if inst.opcode == "literal":
@@ -172,11 +178,21 @@ class Folder:
         result = self.evaluate(inst, operands)
         return None if result is None else self.literal(result, inst.type)
 
+    def metadata(self, inst: Instruction) -> LiteralValue | None:
+        """`rank`, `shape` or `unitCount` of an operand whose type determines it."""
+        t = self.module.resolve(inst.fields["x"].type)
+        if not isinstance(t, TensorType) or (inst.opcode != "rank" and not t.is_static):
+            return None
+        dims = [d for d in t.shape if d is not None]
+        value = {"rank": np.int64(t.rank), "unitCount": np.int64(math.prod(dims)),
+                 "shape": np.asarray(dims, np.int64)}[inst.opcode]
+        return self.literal(value, inst.type)
+
     def evaluate(self, inst: Instruction, operands: list[Value]) -> Any:
         """The run-time value of `inst`, or None if it cannot (or should not) be computed.
 
-        The operands are handed to a copy of `inst` as fresh placeholders: the
-        interpreter caches splats by literal, where `0.0` and `-0.0` are one key.
+        The operands are handed to a copy of `inst` as fresh placeholders, so that a
+        splat operand can stand in as a single element (see `splat_operands`).
         """
         splat = self.splat_operands(inst, operands)
         if not splat and any(tensor_count(self.module.resolve(t)) > self.max_elements
@@ -210,7 +226,6 @@ class Folder:
         if splat:
             assert isinstance(t, TensorType) and isinstance(v.literal, ScalarLiteral)
             return np.full((1,) * t.rank, v.literal.value, numpy_dtype(t.dtype))
-        self.interp.splats.clear()
         return self.interp.literal(v, frame)
 
     def splat_operands(self, inst: Instruction, operands: list[Value]) -> bool:
