@@ -142,14 +142,18 @@ BINARY_DOMAINS: dict[str, tuple[Sampler, Sampler]] = {
     "power": (uniform(0.3, 2.5), uniform(-2, 2)),
     "min": (uniform(-2, 2), uniform(-2, 2)),
     "max": (uniform(-2, 2), uniform(-2, 2)),
+    "modulo": (uniform(-3, 3), nonzero),
 }
 SHAPES: list[tuple[Shape, Shape]] = [((3, 4), (3, 4)), ((), (3, 4)), ((3, 4), ()),
                                       ((4, 1), (1, 5)), ((), ())]
 
 
 def separated(x: np.ndarray, y: np.ndarray) -> bool:
-    """No two compared elements within finite-difference reach of a kink of min/max."""
-    return bool(np.all(np.abs(np.subtract(x, y)) > 1e-3))
+    """No element within finite-difference reach of a kink: of min/max where x = y, of
+    modulo where x/y is an integer."""
+    q = np.divide(x, y)
+    return bool(np.all(np.abs(np.subtract(x, y)) > 1e-3)
+                and np.all(np.abs(q - np.round(q)) > 1e-3))
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -29,12 +29,13 @@ if TYPE_CHECKING:
 ADJOINTS: dict[str, Any] = {}
 TANGENTS: dict[str, Any] = {}
 
-# Instructions whose results carry no derivative (integer, boolean, random or shape results);
+# Instructions whose results carry no derivative (integer, boolean, random or shape results,
+# or piecewise constant);
 # the driver treats their results as constants.
 NONDIFFERENTIABLE: set[str] = {
     "equal", "notEqual", "lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual",
     "and", "or", "not", "random", "rank", "shape", "unitCount",
-    "modulo", "floorDivide", "truncateDivide",
+    "floorDivide", "truncateDivide",  # piecewise constant: zero derivative almost everywhere
 }
 
 

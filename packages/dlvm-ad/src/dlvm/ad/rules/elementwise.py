@@ -161,6 +161,27 @@ def _subtract_tangent(c: TangentContext, inst: Instruction) -> Value | None:
     return c.b.negate(ty) if tx is None else c.b.subtract(tx, ty)
 
 
+@adjoint("modulo")
+def _modulo_adjoint(c: AdjointContext, inst: Instruction, dy: Value) -> Contributions:
+    """fmod(x, y) = x − y·trunc(x/y): d fmod = dx − dy·trunc(x/y) (floats; a.e.)"""
+    out = [(inst.lhs, dy)] if _active(c, inst.lhs) else []
+    if _active(c, inst.rhs):
+        q = c.b.truncateDivide(c.primal(inst.lhs), c.primal(inst.rhs))
+        out.append((inst.rhs, c.b.negate(c.b.multiply(dy, q))))
+    return out
+
+
+@tangent("modulo")
+def _modulo_tangent(c: TangentContext, inst: Instruction) -> Value | None:
+    """fmod(x, y)˙ = ẋ − ẏ·trunc(x/y)"""
+    tx, ty = c.tangent(inst.lhs), c.tangent(inst.rhs)
+    if ty is None:
+        return tx
+    q = c.b.truncateDivide(c.primal(inst.lhs), c.primal(inst.rhs))
+    minus = c.b.multiply(ty, q)
+    return c.b.negate(minus) if tx is None else c.b.subtract(tx, minus)
+
+
 @adjoint("multiply")
 def _multiply_adjoint(c: AdjointContext, inst: Instruction, dy: Value) -> Contributions:
     """d(x·y) = dx·y + x·dy"""
