@@ -30,6 +30,11 @@ class RuleContext:
     def type_of(self, v: Value) -> TensorType:
         return tensor_of(self.module.resolve(v.type))
 
+    def wants(self, v: Value) -> bool:
+        """Whether a derivative of operand `v` is of use (reverse mode: `v` depends on a
+        `wrt` argument); rules skip the contributions nobody would read."""
+        return True
+
     def const(self, x: float, like: Value | Type) -> Value:
         """A scalar literal of `like`'s data type (it broadcasts against anything)."""
         t = like if isinstance(like, Type) else like.type

@@ -92,6 +92,9 @@ class ReverseContext(AdjointContext):
             return LiteralValue(AggregateLiteral("tuple", tuple(sums)), t)
         return self.b.add(a, b)
 
+    def wants(self, v: Value) -> bool:
+        return v in self.varied
+
     def accumulate(self, v: Value, contribution: Value,
                    peers: list[TensorType] | None = None) -> None:
         """Add `contribution` to the adjoint of primal `v` (summed to `v`'s shape).

@@ -56,8 +56,8 @@ ZERO_DERIVATIVE = ("sign", "round", "rint", "ceil", "floor")
 
 
 def _active(c: RuleContext, v: Value) -> bool:
-    """Whether operand `v` can receive an adjoint: not a literal, floating point."""
-    return not isinstance(v, LiteralValue) and c.type_of(v).dtype.is_float
+    """Whether operand `v` can receive an adjoint: not a literal, floating point, wanted."""
+    return not isinstance(v, LiteralValue) and c.type_of(v).dtype.is_float and c.wants(v)
 
 
 def _plus(c: RuleContext, a: Value | None, b: Value | None) -> Value | None:

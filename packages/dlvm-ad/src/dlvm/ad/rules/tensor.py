@@ -51,8 +51,8 @@ def _unsupported(inst: Instruction, why: str) -> DifferentiationError:
 
 
 def _active(c: RuleContext, v: Value) -> bool:
-    """Whether operand `v` can receive an adjoint: not a literal, floating point."""
-    return not isinstance(v, LiteralValue) and c.type_of(v).dtype.is_float
+    """Whether operand `v` can receive an adjoint: not a literal, floating point, wanted."""
+    return not isinstance(v, LiteralValue) and c.type_of(v).dtype.is_float and c.wants(v)
 
 
 def _p(c: RuleContext, v: Value) -> Value:
