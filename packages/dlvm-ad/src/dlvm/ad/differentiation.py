@@ -84,7 +84,9 @@ class Generator:
         assert isinstance(of, Function)
         ftype = gradient_type(decl, of.type_, self.module)
         name = self.unique_name(f"{of.name}_{suffix}")
-        fn = Function(name, ftype, declaration=decl)
+        # a helper of the caller's derivative: inlining it lets the caller's forward pass be
+        # shared (CSE) and the adjoints nobody reads be dropped (DCE)
+        fn = Function(name, ftype, declaration=decl, attributes=("inline",))
         self.module.add_function(fn)
         self.worklist.append(fn)
         return fn
@@ -111,7 +113,7 @@ class Generator:
         ftype = FunctionType(tuple(self.module.resolve(t) for t in g.type_.arguments),
                              self.module.resolve(g.type_.result))
         wrt = tuple(i for i, t in enumerate(ftype.arguments)
-                    if carries_derivative(t, self.module) and
+                    if carries_derivative(t, self.module) and c.wants(inst.args[i]) and
                     self.module.resolve(t).__class__.__name__ == "TensorType")
         if not wrt:
             return []
