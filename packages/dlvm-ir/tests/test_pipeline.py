@@ -106,6 +106,7 @@ def test_options_are_converted_to_the_field_types(registry: Registry) -> None:
         ("count{flag=maybe}", "expected bool"),
         ("count{nope=1}", "pass 'count' has no option 'nope' \\(options: limit, scale"),
         ("coutn", "unknown pass 'coutn' \\(did you mean 'count'\\?\\)"),
+        ("zzz", "unknown pass 'zzz'; known: .*count.*; pipelines: both, loop"),
         ("cse", "pass 'cse' is provided by dlvm-opt: pip install dlvm-opt"),
         ("differentiation", "provided by dlvm-ad"),
         ("loop", "expand into themselves"),

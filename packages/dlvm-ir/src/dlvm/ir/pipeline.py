@@ -169,7 +169,11 @@ def build_pipeline(text: str, reg: Registry | None = None, _depth: int = 0) -> l
             passes.extend(build_pipeline(body() if callable(body) else body, reg, _depth + 1))
             continue
         if not reg.has("pass", spec.name):
-            raise PipelineError(reg.unknown("pass", spec.name), text, spec.column)
+            message = reg.unknown("pass", spec.name)
+            pipelines = reg.names("pipeline")
+            if pipelines and "; known: " in message:
+                message += f"; pipelines: {', '.join(pipelines)}"
+            raise PipelineError(message, text, spec.column)
         try:
             passes.append(make_pass(spec.name, spec.options, reg))
         except RegistryError as e:
