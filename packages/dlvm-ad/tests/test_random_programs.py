@@ -9,56 +9,27 @@ from hypothesis import strategies as st
 
 import dlvm.ir as ir
 from dlvm.ad.testing import check_gradient, check_tangent
+from dlvm.ir.strategies import branch_and_loop
 
 V = "<3 x f64>"
 # Steps of a chain on %cur, each with its math: safe everywhere (no poles, bounded growth).
 STEPS = {
-    "sin": "%{o} = sin %{c}: {V}",
-    "tanh": "%{o} = tanh %{c}: {V}",
-    "cos": "%{o} = cos %{c}: {V}",
-    "times-x": "%{o} = multiply %{c}: {V}, %x: {V}",
-    "plus-k": "%{o} = add %{c}: {V}, %k: f64",
-    "times-k": "%{o} = multiply %{c}: {V}, %k: f64",
-    "square": "%{o} = square %{c}: {V}",
-    "atan": "%{o} = atan %{c}: {V}",
-    "reverse": "%{o} = reverse %{c}: {V} along 0",
+    "sin": ["%{o} = sin %{c}: {V}"],
+    "tanh": ["%{o} = tanh %{c}: {V}"],
+    "cos": ["%{o} = cos %{c}: {V}"],
+    "times-x": ["%{o} = multiply %{c}: {V}, %x: {V}"],
+    "plus-k": ["%{o} = add %{c}: {V}, %k: f64"],
+    "times-k": ["%{o} = multiply %{c}: {V}, %k: f64"],
+    "square": ["%{o} = square %{c}: {V}"],
+    "atan": ["%{o} = atan %{c}: {V}"],
+    "reverse": ["%{o} = reverse %{c}: {V} along 0"],
 }
-
-
-def chain(prefix: str, start: str, steps: list[str]) -> tuple[list[str], str]:
-    lines, cur = [], start
-    for n, step in enumerate(steps):
-        out = f"{prefix}{n}"
-        lines.append("    " + STEPS[step].format(o=out, c=cur, V=V))
-        cur = out
-    return lines, cur
+DECLARATIONS = ["[gradient @f seedable]", f"func @df: ({V}, f64, i64, {V}) -> ({V}, f64)", "",
+                "[tangent @f]", f"func @tf: ({V}, f64, i64, {V}, f64) -> ({V})", ""]
 
 
 def program(then: list[str], other: list[str], body: list[str], after: list[str]) -> str:
-    a, ra = chain("a", "x", then)
-    b, rb = chain("b", "x", other)
-    loop, rl = chain("l", "y", body)
-    tail, rt = chain("t", "r", after)
-    return "\n".join([
-        'module "random"', "stage raw", "",
-        f"func @f: ({V}, f64, i64) -> {V} {{",
-        f"'entry(%x: {V}, %k: f64, %n: i64):",
-        "    %c = greaterThan %k: f64, 0.0: f64",
-        "    conditional %c: bool then 'a() else 'b()",
-        "'a():", *a, f"    branch 'loop(0: i64, %{ra}: {V})",
-        "'b():", *b, f"    branch 'loop(0: i64, %{rb}: {V})",
-        f"'loop(%i: i64, %y: {V}):",
-        "    %more = lessThan %i: i64, %n: i64",
-        f"    conditional %more: bool then 'body() else 'done(%y: {V})",
-        "'body():", *loop, "    %i2 = add %i: i64, 1: i64",
-        f"    branch 'loop(%i2: i64, %{rl}: {V})",
-        f"'done(%r: {V}):", *tail, f"    return %{rt}: {V}",
-        "}", "",
-        "[gradient @f seedable]",
-        f"func @df: ({V}, f64, i64, {V}) -> ({V}, f64)", "",
-        "[tangent @f]",
-        f"func @tf: ({V}, f64, i64, {V}, f64) -> ({V})", "",
-    ])
+    return branch_and_loop(STEPS, then, other, body, after, V, DECLARATIONS)
 
 
 steps = st.lists(st.sampled_from(sorted(STEPS)), min_size=0, max_size=3)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import dlvm.ir as ir
 from dlvm.ir.analysis import ControlFlowGraph, LoopInfo
+from dlvm.ir.strategies import loop_programs
 from dlvm.opt.testing import check_idempotent, check_preserves
 
 PASS = "cfg-canonicalize"
@@ -291,75 +291,6 @@ def test_after_differentiation() -> None:
 
 
 # ---------------------------------------------------------------- random programs
-
-UNARY = ["tanh", "sin"]
-BINARY = ["add", "subtract", "multiply", "max"]
-
-
-def statements(draw: st.DrawFn, values: list[str], prefix: str) -> tuple[list[str], str]:
-    """0–3 random f64 instructions; the lines and the last value."""
-    lines = []
-    for k in range(draw(st.integers(0, 3))):
-        name = f"%{prefix}{k}"
-        if draw(st.booleans()):
-            op = draw(st.sampled_from(UNARY))
-            lines.append(f"    {name} = {op} {draw(st.sampled_from(values))}: f64")
-        else:
-            op = draw(st.sampled_from(BINARY))
-            a, b = draw(st.sampled_from(values)), draw(st.sampled_from(values))
-            lines.append(f"    {name} = {op} {a}: f64, {b}: f64")
-        values.append(name)
-    return lines, values[-1]
-
-
-@st.composite
-def loop_programs(draw: st.DrawFn) -> str:
-    """An outer counted loop, optionally with an early return before it, a second back edge
-    (`continue`), an inner loop (whose trip count may be 0) with a `break` out of both
-    loops, and several returns after it."""
-    early, cont, inner, brk, returns = (draw(st.booleans()) for _ in range(5))
-    values = ["%x", "%y"]
-    pre, _ = statements(draw, values, "p")
-    out = ["func @f: (f64, f64, i64) -> f64 {", "'entry(%x: f64, %y: f64, %n: i64):", *pre]
-    if early:
-        out += ["    %e = lessThan %x: f64, %y: f64",
-                "    conditional %e: bool then 'early() else 'oh(0: i64, %x: f64)"]
-    else:
-        out += ["    branch 'oh(0: i64, %x: f64)"]
-    outer = [*values, "%s"]
-    oh, _ = statements(draw, outer, "h")
-    out += ["'oh(%i: i64, %s: f64):", *oh, "    %ci = lessThan %i: i64, %n: i64",
-            "    conditional %ci: bool then 'ob() else 'done(%s: f64)", "'ob():"]
-    ob, t = statements(draw, outer, "b")
-    out += [*ob, "    %i1 = add %i: i64, 1: i64"]
-    if cont:
-        out += ["    %k = lessThan %s: f64, %y: f64",
-                f"    conditional %k: bool then 'oh(%i1: i64, {t}: f64) else 'ob2()", "'ob2():"]
-    if inner:
-        out += [f"    branch 'ih(0: i64, {t}: f64)", "'ih(%j: i64, %u: f64):"]
-        ih, _ = statements(draw, [*outer, "%u"], "q")
-        out += [*ih, "    %cj = lessThan %j: i64, %i: i64",
-                "    conditional %cj: bool then 'ib() else 'ix()", "'ib():"]
-        ib, u2 = statements(draw, [*outer, "%u"], "r")
-        out += [*ib, "    %j1 = add %j: i64, 1: i64"]
-        if brk:
-            out += [f"    %b = greaterThan {u2}: f64, 2.5: f64",
-                    f"    conditional %b: bool then 'done({u2}: f64) else 'il()", "'il():"]
-        out += [f"    branch 'ih(%j1: i64, {u2}: f64)", "'ix():",
-                "    branch 'oh(%i1: i64, %u: f64)"]
-    else:
-        out += [f"    branch 'oh(%i1: i64, {t}: f64)"]
-    out += ["'done(%r: f64):"]
-    if returns:
-        out += ["    %z = greaterThan %r: f64, %y: f64",
-                "    conditional %z: bool then 'r1() else 'r2()", "'r1():", "    return %r: f64",
-                "'r2():", "    %nr = negate %r: f64", "    return %nr: f64"]
-    else:
-        out += ["    return %r: f64"]
-    if early:
-        out += ["'early():", "    return %y: f64"]
-    return "\n".join([*out, "}", ""])
-
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(loop_programs())

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dlvm.ir as ir
+from dlvm.ir.strategies import branch_and_loop
 from dlvm.opt.metrics import size
 from dlvm.opt.plugin import PIPELINES
 from dlvm.opt.testing import check_idempotent, check_preserves
@@ -127,38 +128,9 @@ STEPS = {
 }
 
 
-def chain(prefix: str, start: str, steps: list[str]) -> tuple[list[str], str]:
-    lines, cur = [], start
-    for n, step in enumerate(steps):
-        out = f"{prefix}{n}"
-        lines += ["    " + line.format(o=out, c=cur, V=V) for line in STEPS[step]]
-        cur = out
-    return lines, cur
-
-
 def program(then: list[str], other: list[str], body: list[str], after: list[str]) -> str:
-    a, ra = chain("a", "x", then)
-    b, rb = chain("b", "x", other)
-    loop, rl = chain("l", "y", body)
-    tail, rt = chain("t", "r", after)
-    return "\n".join([
-        'module "random"', "stage raw", "",
-        f"func @f: ({V}, f64, i64) -> {V} {{",
-        f"'entry(%x: {V}, %k: f64, %n: i64):",
-        "    %c = greaterThan %k: f64, 0.0: f64",
-        "    conditional %c: bool then 'a() else 'b()",
-        "'a():", *a, f"    branch 'loop(0: i64, %{ra}: {V})",
-        "'b():", *b, f"    branch 'loop(0: i64, %{rb}: {V})",
-        f"'loop(%i: i64, %y: {V}):",
-        "    %more = lessThan %i: i64, %n: i64",
-        f"    conditional %more: bool then 'body() else 'done(%y: {V})",
-        "'body():", *loop, "    %i2 = add %i: i64, 1: i64",
-        f"    branch 'loop(%i2: i64, %{rl}: {V})",
-        f"'done(%r: {V}):", *tail, f"    return %{rt}: {V}",
-        "}", "",
-        "[gradient @f seedable]",
-        f"func @df: ({V}, f64, i64, {V}) -> ({V}, f64)", "",
-    ])
+    return branch_and_loop(STEPS, then, other, body, after, V,
+                           ["[gradient @f seedable]", f"func @df: ({V}, f64, i64, {V}) -> ({V}, f64)"])
 
 
 steps = st.lists(st.sampled_from(sorted(STEPS)), min_size=0, max_size=3)
