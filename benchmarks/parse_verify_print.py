@@ -60,6 +60,18 @@ def best(fn, repeat: int) -> tuple[float, object]:
     return min(times), result
 
 
+def python_speed() -> float:
+    """Seconds for a fixed pure-Python loop: how fast this machine runs Python code, so that
+    results recorded on different machines can be compared."""
+    def loop() -> int:
+        total = 0
+        for i in range(2_000_000):
+            total += i & 7
+        return total
+
+    return best(loop, 3)[0]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--instructions", type=int, default=10_000)
@@ -73,7 +85,8 @@ def main() -> None:
     assert printed == ir.print_module(ir.parse(printed)), "round trip failed"
     total = t_parse + t_verify + t_print
     print(f"machine: {platform.machine()} {platform.processor() or ''} "
-          f"python {platform.python_version()}")
+          f"python {platform.python_version()}; 2M-iteration Python loop: "
+          f"{python_speed() * 1e3:.0f} ms")
     print(f"instructions: {n}  text: {len(text) / 1e6:.2f} MB")
     print(f"parse   {t_parse * 1e3:8.1f} ms")
     print(f"verify  {t_verify * 1e3:8.1f} ms")

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 from .diagnostics import Location
 from .types import (
     INVALID,
+    AliasDecl,
     FunctionType,
+    NominalType,
     PointerType,
     Type,
     TypeDecl,
@@ -501,8 +503,8 @@ class Module:
 
     def resolve(self, t: Type) -> Type:
         """Follow transparent aliases to the underlying type."""
-        from .types import AliasDecl, NominalType
-
+        if not isinstance(t, NominalType):
+            return t
         seen: set[str] = set()
         while isinstance(t, NominalType) and t.name not in seen:
             seen.add(t.name)

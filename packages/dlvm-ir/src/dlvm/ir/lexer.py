@@ -35,14 +35,16 @@ ERROR = "error"
 MAX_DIGITS = 40  # beyond any integer type's range (i128 has 39 digits)
 
 _NAME = r"(?:[A-Za-z_][A-Za-z0-9_.]*|[0-9]+(?:\.[0-9]+|\^[0-9]+)?)"
+# The most frequent tokens first: the alternatives are tried in order.
 _PATTERN = re.compile(
     rf"""
     [ \t\r\f\v]*
     (?:
-    (?P<comment>//[^\n]*)
-  | (?P<nl>\n)
-  | (?P<global>@{_NAME})
+    (?P<punct>->|[()<>\[\]{{}},:=*^])
   | (?P<local>%{_NAME})
+  | (?P<nl>\n)
+  | (?P<comment>//[^\n]*)
+  | (?P<global>@{_NAME})
   | (?P<block>'{_NAME})
   | (?P<nominal>\${_NAME})
   | (?P<field>\#{_NAME})
@@ -53,8 +55,8 @@ _PATTERN = re.compile(
                |-?inf(?![A-Za-z0-9_])|nan(?![A-Za-z0-9_]))
   | (?P<int>-?[0-9]+)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<punct>->|[()<>\[\]{{}},:=*^])
-  | (?P<end>\Z)
+  | (?P<badstring>"[^\n]*)
+  | (?P<bad>.)
     )
     """,
     re.VERBOSE,
@@ -77,8 +79,13 @@ _KIND = {
     "ident": IDENT,
     "punct": PUNCT,
 }
+# group number → token kind (None: a comment; ERROR: a character no token starts with)
+_GROUP_KINDS: dict[int, str | None] = {
+    index: {"comment": None, "nl": NL, "badstring": ERROR, "bad": ERROR}.get(name, _KIND.get(name))
+    for name, index in _PATTERN.groupindex.items()
+}
 _OPEN = {"(": ")", "[": "]", "<": ">"}
-_NUMBERED = {"int", "global", "local", "block"}
+_NUMBERED = {INT, GLOBAL, LOCAL, BLOCK}
 _CLOSE = {")", "]", ">"}
 
 
@@ -147,27 +154,16 @@ def tokenize(text: str) -> tuple[list[Token], list[tuple[int, str]]]:
     tokens: list[Token] = []
     errors: list[tuple[int, str]] = []
     depth: list[str] = []  # open brackets
-    pos, end = 0, len(text)
-    match = _PATTERN.match
     append = tokens.append
-    while pos < end:
-        m = match(text, pos)
-        if m is None:
-            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
-            ch = text[pos]
-            if ch == '"':
-                errors.append((pos, "unterminated string literal"))
-                nl = text.find("\n", pos)
-                pos = end if nl < 0 else nl
-                continue
-            shown = repr(ch)[1:-1] if ch.isprintable() else f"\\x{ord(ch):02x}"
-            errors.append((pos, f"unexpected character '{shown}'"))
-            pos += 1
+    kinds = _GROUP_KINDS
+    last = ""  # the previous token's text, NL included
+    for m in _PATTERN.finditer(text):
+        group = m.lastindex
+        if group is None:  # trailing blanks
             continue
-        kind = m.lastgroup
-        pos = m.end()
-        if kind == "punct":
-            tok_text = m.group(kind)
+        kind = kinds[group]
+        if kind is PUNCT:
+            tok_text = m.group(group)
             if tok_text in _OPEN or tok_text == "{":
                 depth.append(tok_text)
             elif tok_text in _CLOSE:
@@ -175,18 +171,30 @@ def tokenize(text: str) -> tuple[list[Token], list[tuple[int, str]]]:
                     depth.pop()
             elif tok_text == "}":
                 _close_brace(depth)
-            append(Token(PUNCT, tok_text, m.start(kind)))
-        elif kind == "nl":
-            if _newline_counts(depth) and tokens and tokens[-1].kind != NL \
-                    and tokens[-1].text != ",":
-                append(Token(NL, "\n", m.start(kind)))
-        elif kind == "comment" or kind == "end":
-            pass
+            append(Token(PUNCT, tok_text, m.start(group)))
+        elif kind is NL:
+            if _newline_counts(depth) and tokens and last != "\n" and last != ",":
+                append(Token(NL, "\n", m.start(group)))
+                last = "\n"
+            continue
+        elif kind is None:  # a comment
+            continue
+        elif kind is ERROR:
+            at = m.start(group)
+            ch = text[at]
+            if ch == '"':
+                errors.append((at, "unterminated string literal"))
+            else:
+                shown = repr(ch)[1:-1] if ch.isprintable() else f"\\x{ord(ch):02x}"
+                errors.append((at, f"unexpected character '{shown}'"))
+            continue
         else:
-            tok_text = m.group(kind)  # type: ignore[arg-type]
-            if kind in _NUMBERED and _LONG_NUMBER.search(tok_text):
-                errors.append((m.start(kind), f"number has more than {MAX_DIGITS} digits"))
+            tok_text = m.group(group)
+            if len(tok_text) > MAX_DIGITS and kind in _NUMBERED \
+                    and _LONG_NUMBER.search(tok_text):
+                errors.append((m.start(group), f"number has more than {MAX_DIGITS} digits"))
                 tok_text = _LONG_NUMBER.sub("0", tok_text)
-            append(Token(_KIND[kind], tok_text, m.start(kind)))  # type: ignore[index]
-    tokens.append(Token(EOF, "", end))
+            append(Token(kind, tok_text, m.start(group)))
+        last = tok_text
+    tokens.append(Token(EOF, "", len(text)))
     return tokens, errors

@@ -117,6 +117,7 @@ class Parser:
         self.blocks: dict[str, Block] = {}
         self.block_refs: dict[str, int] = {}
         self.fixups: list[Instruction] = []
+        self.forward_uses = 0  # placeholders handed out so far (uses before definitions)
         self.function: Function | None = None
         self.block: Block | None = None
 
@@ -576,9 +577,10 @@ class Parser:
         if op is None:
             self.fail(f"unknown instruction '{op_tok.text}'", op_tok)
         fields: dict[str, Any] = {}
+        forward_uses = self.forward_uses
         self.parse_pieces(op.format, fields)
         inst = Instruction(op, fields, location=self.lines.location(op_tok.offset))
-        if any(isinstance(v, Placeholder) for v in inst.operands):
+        if self.forward_uses != forward_uses:  # it uses a value defined later
             self.fixups.append(inst)
         try:
             inst.type = op.infer(inst, self.module)
@@ -868,14 +870,14 @@ class Parser:
 
     def parse_use(self) -> Value:
         t = self.tok
-        if t.kind == lx.LOCAL:
+        if t.kind == lx.LOCAL or t.kind == lx.GLOBAL:
             self.advance()
-            self.expect_punct(":", f" and the type of '{t.text}'")
-            return self.local_use(t, self.parse_type())
-        if t.kind == lx.GLOBAL:
-            self.advance()
-            self.expect_punct(":", f" and the type of '{t.text}'")
-            return self.global_use(t, self.parse_type())
+            colon = self.tok
+            if colon.kind != lx.PUNCT or colon.text != ":":  # the message only when needed
+                self.expect_punct(":", f" and the type of '{t.text}'")
+            self.pos += 1
+            use = self.local_use if t.kind == lx.LOCAL else self.global_use
+            return use(t, self.parse_type())
         self.nest()
         try:
             literal = self.parse_literal()
@@ -959,6 +961,7 @@ class Parser:
                     "%", tok.name, written or INVALID, tok.offset)
             if written is not None:
                 self.local_uses.append((ph, written, tok.offset))
+            self.forward_uses += 1
             return ph
         if written is not None:
             self.check_use_type(value, written, tok.offset, tok.text)
@@ -972,6 +975,7 @@ class Parser:
                 ph = self.global_placeholders[tok.name] = Placeholder(
                     "@", tok.name, written or INVALID, tok.offset)
             self.global_uses.append((ph, written, tok.offset))
+            self.forward_uses += 1
             return ph
         if written is not None:
             self.check_use_type(value, written, tok.offset, tok.text)

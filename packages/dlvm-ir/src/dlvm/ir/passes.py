@@ -113,9 +113,10 @@ class PassManager:
     print_after: Callable[[Pass, Module, bool], None] | None = None
 
     def run(self, module: Module) -> list[PassRecord]:
-        from .verifier import verify
-
+        """Run the passes in order; with `verify_each`, verify after each pass that changed
+        the module (and once at the end if the last one did not)."""
         records = []
+        unverified = False  # a pass that reported no change left the module unverified
         for p in self.passes:
             ctx = PassContext()
             before = count_instructions(module)
@@ -135,10 +136,20 @@ class PassManager:
             records.append(PassRecord(p.describe(), changed, seconds, ctx.stats, before, after))
             if self.print_after is not None:
                 self.print_after(p, module, changed)
-            if self.verify_each:
-                try:
-                    verify(module)
-                except DiagnosticError as e:
-                    raise PassError(f"pass '{p.name}' produced malformed IR:\n"
-                                    f"{e.render(with_source=False)}") from None
+            if self.verify_each and changed:
+                self.verify(module, p.name)
+            unverified = self.verify_each and not changed
+        if unverified:  # an unchanged module needs no check, unless a pass misreported
+            self.verify(module, records[-1].name)
         return records
+
+    @staticmethod
+    def verify(module: Module, after: str) -> None:
+        """Verify `module`, blaming the pass `after` for any error."""
+        from .verifier import verify
+
+        try:
+            verify(module)
+        except DiagnosticError as e:
+            raise PassError(f"pass '{after}' produced malformed IR:\n"
+                            f"{e.render(with_source=False)}") from None
