@@ -30,9 +30,13 @@ def packages() -> list[str]:
 
 
 def local_deps(package: str) -> list[str]:
-    """The ``dlvm-*`` dependencies of ``package`` that are folders under packages/."""
+    """The ``dlvm-*`` dependencies of ``package`` that are folders under packages/, those
+    of its ``test`` extra included (what its own tests need, e.g. dlvm-opt's tests run
+    dlvm-ad's output through the optimizer)."""
     with open(PACKAGES_DIR / package / "pyproject.toml", "rb") as f:
-        requirements = tomllib.load(f).get("project", {}).get("dependencies", [])
+        project = tomllib.load(f).get("project", {})
+    requirements = [*project.get("dependencies", []),
+                    *project.get("optional-dependencies", {}).get("test", [])]
     names = []
     for requirement in requirements:
         match = re.match(r"[A-Za-z0-9._-]+", requirement.strip())
