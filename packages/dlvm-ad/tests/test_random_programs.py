@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import dlvm.ir as ir
 from dlvm.ad.testing import check_gradient, check_tangent
-from dlvm.ir.strategies import branch_and_loop
+from dlvm.ir.strategies import branch_and_loop, loop_programs
 
 V = "<3 x f64>"
 # Steps of a chain on %cur, each with its math: safe everywhere (no poles, bounded growth).
@@ -58,3 +58,44 @@ def test_the_generated_functions_verify_and_print_back() -> None:
     again = ir.parse(ir.print_module(module))
     ir.verify(again)
     assert ir.print_module(again) == ir.print_module(module)
+
+
+# ---------------------------------------------------------------- arbitrary control flow
+
+CFG_DECLARATIONS = """
+[gradient @f wrt 0, 1 seedable]
+func @df: (f64, f64, i64, i64, f64) -> (f64, f64)
+
+[tangent @f wrt 0, 1]
+func @tf: (f64, f64, i64, i64, f64, f64) -> (f64)
+"""
+
+
+def away_from_kinks(check, x: float, y: float, n: int, k: int) -> None:  # type: ignore[no-untyped-def]
+    """`check` at (x, y), or at a nearby point when (x, y) sits on a kink of `max` or on a
+    branch boundary, where finite differences are meaningless."""
+    try:
+        check([np.float64(x), np.float64(y), np.int64(n), np.int64(k)])
+    except AssertionError:
+        check([np.float64(x + 1.3e-3), np.float64(y - 0.7e-3), np.int64(n), np.int64(k)])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=loop_programs(), x=st.floats(0.2, 1.5), y=st.floats(0.2, 1.5),
+       n=st.integers(0, 3), k=st.integers(1, 3))
+def test_random_control_flow_graphs(text: str, x: float, y: float, n: int, k: int) -> None:
+    """Nested loops, `continue`, `break` out of two loops, early and several returns: both
+    modes against finite differences, and checkpointing changes no result."""
+    text = 'module "cfg"\nstage raw\n\n' + text + CFG_DECLARATIONS
+    seed, tangents = np.float64(0.9), [np.float64(0.3), np.float64(-0.7)]
+    away_from_kinks(lambda a: check_gradient(text, "f", "df", a, seed=seed, rtol=1e-4,
+                                             atol=1e-6), x, y, n, k)
+    away_from_kinks(lambda a: check_tangent(text, "f", "tf", a, tangents, rtol=1e-4,
+                                            atol=1e-6), x, y, n, k)
+    args = [np.float64(x), np.float64(y), np.int64(n), np.int64(k)]
+    results = []
+    for pipeline in ["differentiation", "differentiation{checkpoint=true}"]:
+        module = ir.parse(text)
+        ir.run_passes(module, pipeline)
+        results.append(ir.compile(module, "interp").call("df", *args, seed))
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-12)

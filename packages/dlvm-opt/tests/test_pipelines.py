@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dlvm.ir as ir
-from dlvm.ir.strategies import branch_and_loop
+from dlvm.ir.strategies import branch_and_loop, loop_programs
 from dlvm.opt.metrics import size
 from dlvm.opt.plugin import PIPELINES
 from dlvm.opt.testing import check_idempotent, check_preserves
@@ -195,3 +195,17 @@ def test_a_gradient_through_a_call_shares_the_forward_pass() -> None:
     assert dloss.count("= dot ") == 2  # x·w forward, xᵀ·dz backward
     assert "apply" not in dloss
     check_preserves(differentiated(CALLS), "O2", functions=["dloss"], rtol=1e-10, atol=1e-12)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=loop_programs(), level=st.sampled_from(["O2", "O3"]),
+       checkpoint=st.booleans())
+def test_gradients_of_arbitrary_control_flow_keep_their_results(text: str, level: str,
+                                                                checkpoint: bool) -> None:
+    """Nested loops, `break`, `continue` and several returns, differentiated (with or without
+    checkpointing), then optimized."""
+    text = ('module "cfg"\nstage raw\n\n' + text +
+            "\n[gradient @f wrt 0, 1 seedable]\nfunc @df: (f64, f64, i64, i64, f64) -> (f64, f64)\n")
+    module = ir.parse(text)
+    ir.run_passes(module, f"differentiation{{checkpoint={str(checkpoint).lower()}}}")
+    check_preserves(ir.print_module(module), level, trials=2, rtol=1e-9, atol=1e-12)
