@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dlvm.ir as ir
+from dlvm.ir.testing import COUNTED_LOOP
 from dlvm.opt.testing import check_idempotent, check_preserves
 
 PASS = "cfg-simplify"
@@ -204,34 +205,12 @@ def test_cycle_of_trampolines_ends() -> None:
     assert exe.call("f", np.int32(5))[0] == 5
 
 
-LOOP = """module "loop"
-stage raw
-
-func @p: (f64, i64) -> f64 {
-'entry(%x: f64, %n: i64):
-    %s = sin %x: f64
-    branch 'loop(0: i64, %s: f64)
-'loop(%i: i64, %y: f64):
-    %c = lessThan %i: i64, %n: i64
-    conditional %c: bool then 'body() else 'exit()
-'body():
-    %t = tanh %y: f64
-    %y2 = multiply %t: f64, %x: f64
-    %i2 = add %i: i64, 1: i64
-    branch 'loop(%i2: i64, %y2: f64)
-'exit():
-    return %y: f64
-}
-
-[gradient @p wrt 0]
-func @dp: (f64, i64) -> (f64)
-"""
 
 
 def test_after_differentiation() -> None:
-    _, after = check_preserves(LOOP, f"differentiation,{PASS}", rtol=1e-9)
+    _, after = check_preserves(COUNTED_LOOP, f"differentiation,{PASS}", rtol=1e-9)
     check_idempotent(ir.print_module(after), PASS)
-    before = ir.parse(LOOP)
+    before = ir.parse(COUNTED_LOOP)
     ir.run_passes(before, "differentiation")
     assert len(after["dp"].blocks) < len(before["dp"].blocks)
 
