@@ -20,40 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 import dlvm.ir as ir
-
-MLP = """
-module "mlp"
-stage raw
-
-func @loss: (<_ x {i} x f32>, <_ x {o} x f32>, <{i} x {h} x f32>, <{h} x f32>, <{h} x {o} x f32>, <{o} x f32>) -> f32 {{
-'entry(%x: <_ x {i} x f32>, %y: <_ x {o} x f32>, %w1: <{i} x {h} x f32>, %b1: <{h} x f32>, %w2: <{h} x {o} x f32>, %b2: <{o} x f32>):
-    %z1 = dot %x: <_ x {i} x f32>, %w1: <{i} x {h} x f32>
-    %bb1 = padShape %b1: <{h} x f32> at 0
-    %a1 = add %z1: <_ x {h} x f32>, %bb1: <1 x {h} x f32>
-    %hid = tanh %a1: <_ x {h} x f32>
-    %z2 = dot %hid: <_ x {h} x f32>, %w2: <{h} x {o} x f32>
-    %bb2 = padShape %b2: <{o} x f32> at 0
-    %s = add %z2: <_ x {o} x f32>, %bb2: <1 x {o} x f32>
-    %m = reduce %s: <_ x {o} x f32> by max init -inf: f32 along 1
-    %mp = padShape %m: <_ x f32> at 1
-    %zc = subtract %s: <_ x {o} x f32>, %mp: <_ x 1 x f32>
-    %e = exp %zc: <_ x {o} x f32>
-    %se = reduce %e: <_ x {o} x f32> by add init 0.0: f32 along 1
-    %ls = log %se: <_ x f32>
-    %lsp = padShape %ls: <_ x f32> at 1
-    %logp = subtract %zc: <_ x {o} x f32>, %lsp: <_ x 1 x f32>
-    %py = multiply %logp: <_ x {o} x f32>, %y: <_ x {o} x f32>
-    %total = reduce %py: <_ x {o} x f32> by add init 0.0: f32
-    %rows = unitCount of %m: <_ x f32>
-    %n = dataTypeCast %rows: i64 to f32
-    %mean = divide %total: f32, %n: f32
-    %loss = negate %mean: f32
-    return %loss: f32
-}}
-
-[gradient @loss wrt 2, 3, 4, 5 keeping 0]
-func @dloss: (<_ x {i} x f32>, <_ x {o} x f32>, <{i} x {h} x f32>, <{h} x f32>, <{h} x {o} x f32>, <{o} x f32>) -> (<{i} x {h} x f32>, <{h} x f32>, <{h} x {o} x f32>, <{o} x f32>, f32)
-"""
+from dlvm.ir.testing import mlp_cross_entropy
 
 
 def numpy_gradient(x, y, w1, b1, w2, b2):  # type: ignore[no-untyped-def]
@@ -113,9 +80,8 @@ def main() -> None:
     parser.add_argument("--static", action="store_true",
                         help="give the batch dimension its size instead of `_`")
     a = parser.parse_args()
-    text = MLP.format(i=a.inputs, h=a.hidden, o=a.outputs)
-    if a.static:
-        text = text.replace("<_ x", f"<{a.batch} x")
+    text = mlp_cross_entropy(str(a.batch) if a.static else "_", a.inputs, a.hidden, a.outputs,
+                             "f32")
     print(f"machine: {platform.machine()} {platform.processor() or ''} python "
           f"{platform.python_version()} numpy {np.__version__}")
     module = ir.parse(text)

@@ -8,6 +8,7 @@ import pytest
 
 import dlvm.ir as ir
 from dlvm.ad.testing import check_gradient, check_tangent
+from dlvm.ir.testing import mlp_cross_entropy
 
 RNG = np.random.default_rng(7)
 
@@ -86,40 +87,7 @@ def test_an_rnn_over_a_sequence_indexed_by_the_loop_counter(n: int) -> None:
     check_tangent(RNN, "rnn", "trnn", args, [rand(4, 3), rand(3, 3)])
 
 
-MLP = """
-module "mlp"
-stage raw
-
-// mean softmax cross-entropy of a tanh MLP: the classic training loss
-func @loss: (<_ x 4 x f64>, <_ x 3 x f64>, <4 x 5 x f64>, <5 x f64>, <5 x 3 x f64>, <3 x f64>) -> f64 {
-'entry(%x: <_ x 4 x f64>, %y: <_ x 3 x f64>, %w1: <4 x 5 x f64>, %b1: <5 x f64>, %w2: <5 x 3 x f64>, %b2: <3 x f64>):
-    %z1 = dot %x: <_ x 4 x f64>, %w1: <4 x 5 x f64>
-    %bb1 = padShape %b1: <5 x f64> at 0
-    %a1 = add %z1: <_ x 5 x f64>, %bb1: <1 x 5 x f64>
-    %h = tanh %a1: <_ x 5 x f64>
-    %z2 = dot %h: <_ x 5 x f64>, %w2: <5 x 3 x f64>
-    %bb2 = padShape %b2: <3 x f64> at 0
-    %logits = add %z2: <_ x 3 x f64>, %bb2: <1 x 3 x f64>
-    %m = reduce %logits: <_ x 3 x f64> by max init -inf: f64 along 1
-    %mp = padShape %m: <_ x f64> at 1
-    %zc = subtract %logits: <_ x 3 x f64>, %mp: <_ x 1 x f64>
-    %e = exp %zc: <_ x 3 x f64>
-    %s = reduce %e: <_ x 3 x f64> by add init 0.0: f64 along 1
-    %ls = log %s: <_ x f64>
-    %lsp = padShape %ls: <_ x f64> at 1
-    %logp = subtract %zc: <_ x 3 x f64>, %lsp: <_ x 1 x f64>
-    %py = multiply %logp: <_ x 3 x f64>, %y: <_ x 3 x f64>
-    %total = reduce %py: <_ x 3 x f64> by add init 0.0: f64
-    %rows = unitCount of %m: <_ x f64>
-    %n = dataTypeCast %rows: i64 to f64
-    %mean = divide %total: f64, %n: f64
-    %loss = negate %mean: f64
-    return %loss: f64
-}
-
-[gradient @loss wrt 2, 3, 4, 5 keeping 0]
-func @dloss: (<_ x 4 x f64>, <_ x 3 x f64>, <4 x 5 x f64>, <5 x f64>, <5 x 3 x f64>, <3 x f64>) -> (<4 x 5 x f64>, <5 x f64>, <5 x 3 x f64>, <3 x f64>, f64)
-"""
+MLP = mlp_cross_entropy()
 
 
 def test_softmax_cross_entropy_mlp() -> None:

@@ -10,43 +10,10 @@ from hypothesis import strategies as st
 
 import dlvm.ir as ir
 from dlvm.ir.strategies import branch_and_loop, loop_programs
+from dlvm.ir.testing import mlp_cross_entropy
 from dlvm.opt.metrics import size
 from dlvm.opt.plugin import PIPELINES
 from dlvm.opt.testing import check_idempotent, check_preserves
-
-MLP = """
-module "mlp"
-stage raw
-
-func @loss: (<{b} x 6 x f64>, <{b} x 3 x f64>, <6 x 5 x f64>, <5 x f64>, <5 x 3 x f64>, <3 x f64>) -> f64 {{
-'entry(%x: <{b} x 6 x f64>, %y: <{b} x 3 x f64>, %w1: <6 x 5 x f64>, %b1: <5 x f64>, %w2: <5 x 3 x f64>, %b2: <3 x f64>):
-    %z1 = dot %x: <{b} x 6 x f64>, %w1: <6 x 5 x f64>
-    %bb1 = padShape %b1: <5 x f64> at 0
-    %a1 = add %z1: <{b} x 5 x f64>, %bb1: <1 x 5 x f64>
-    %h = tanh %a1: <{b} x 5 x f64>
-    %z2 = dot %h: <{b} x 5 x f64>, %w2: <5 x 3 x f64>
-    %bb2 = padShape %b2: <3 x f64> at 0
-    %s = add %z2: <{b} x 3 x f64>, %bb2: <1 x 3 x f64>
-    %m = reduce %s: <{b} x 3 x f64> by max init -inf: f64 along 1
-    %mp = padShape %m: <{b} x f64> at 1
-    %zc = subtract %s: <{b} x 3 x f64>, %mp: <{b} x 1 x f64>
-    %e = exp %zc: <{b} x 3 x f64>
-    %se = reduce %e: <{b} x 3 x f64> by add init 0.0: f64 along 1
-    %ls = log %se: <{b} x f64>
-    %lsp = padShape %ls: <{b} x f64> at 1
-    %logp = subtract %zc: <{b} x 3 x f64>, %lsp: <{b} x 1 x f64>
-    %py = multiply %logp: <{b} x 3 x f64>, %y: <{b} x 3 x f64>
-    %total = reduce %py: <{b} x 3 x f64> by add init 0.0: f64
-    %rows = unitCount of %m: <{b} x f64>
-    %n = dataTypeCast %rows: i64 to f64
-    %mean = divide %total: f64, %n: f64
-    %loss = negate %mean: f64
-    return %loss: f64
-}}
-
-[gradient @loss wrt 2, 3, 4, 5 keeping 0]
-func @dloss: (<{b} x 6 x f64>, <{b} x 3 x f64>, <6 x 5 x f64>, <5 x f64>, <5 x 3 x f64>, <3 x f64>) -> (<6 x 5 x f64>, <5 x f64>, <5 x 3 x f64>, <3 x f64>, f64)
-"""
 
 
 def differentiated(text: str) -> str:
@@ -63,12 +30,12 @@ def test_pipelines_are_registered(name: str) -> None:
 @pytest.mark.parametrize("batch", ["_", "4"])
 @pytest.mark.parametrize("level", ["O1", "O2", "O3"])
 def test_mlp_gradient_keeps_its_results(level: str, batch: str) -> None:
-    check_preserves(differentiated(MLP.format(b=batch)), level, rtol=1e-10, atol=1e-12)
+    check_preserves(differentiated(mlp_cross_entropy(batch, inputs=6)), level, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("level", ["O1", "O2", "O3"])
 def test_levels_are_idempotent_on_ad_output(level: str) -> None:
-    check_idempotent(differentiated(MLP.format(b="4")), level)
+    check_idempotent(differentiated(mlp_cross_entropy("4", inputs=6)), level)
 
 
 @pytest.mark.parametrize("batch", ["_", "4"])
@@ -77,7 +44,7 @@ def test_o2_and_o3_shrink_the_mlp_gradient(batch: str) -> None:
     no more than the one below it, and O3 gathers the element-wise work into kernels."""
     sizes = {}
     for level in ["", ",O1", ",O2", ",O3"]:
-        module = ir.parse(MLP.format(b=batch))
+        module = ir.parse(mlp_cross_entropy(batch, inputs=6))
         ir.run_passes(module, "differentiation" + level)
         sizes[level] = size(module, "dloss")
     base = sizes[""].operations
@@ -89,7 +56,7 @@ def test_o2_and_o3_shrink_the_mlp_gradient(batch: str) -> None:
 
 def test_static_batch_folds_the_row_count() -> None:
     """With a static batch the mean's divisor is a literal: no `unitCount` is left."""
-    module = ir.parse(MLP.format(b="4"))
+    module = ir.parse(mlp_cross_entropy("4", inputs=6))
     ir.run_passes(module, "differentiation,O2")
     text = ir.print_function(module["dloss"])
     assert "unitCount" not in text and "dataTypeCast" not in text
@@ -98,7 +65,7 @@ def test_static_batch_folds_the_row_count() -> None:
 
 def test_levels_inside_a_pipeline_text() -> None:
     """A level is a name like any pass: it nests inside longer pipelines and other levels."""
-    module = ir.parse(MLP.format(b="_"))
+    module = ir.parse(mlp_cross_entropy(inputs=6))
     records = ir.run_passes(module, "differentiation,O1,O3,dce")
     names = [r.name for r in records]
     assert names[0] == "differentiation" and names[-1] == "dce"
