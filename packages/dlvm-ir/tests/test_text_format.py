@@ -3,6 +3,7 @@
 import pytest
 
 import dlvm.ir as ir
+from dlvm.ir import ScalarLiteral
 
 
 def canonical(text: str) -> str:
@@ -184,3 +185,12 @@ def test_float_literals_print_so_that_they_reparse_exactly() -> None:
 def test_module_name_with_escapes_round_trips() -> None:
     printed = canonical('module "a \\"b\\"\\n"\nstage optimizable\n')
     assert printed.startswith('module "a \\"b\\"\\n"\nstage optimizable')
+
+
+def test_scalar_literals_are_equal_when_written_alike() -> None:
+    """Literals compare as written: signs of zero, NaN and the kind of number count."""
+    assert ScalarLiteral(0.0) != ScalarLiteral(-0.0)
+    assert ScalarLiteral(float("nan")) == ScalarLiteral(float("nan"))
+    assert len({ScalarLiteral(1), ScalarLiteral(1.0), ScalarLiteral(True)}) == 3
+    assert ScalarLiteral(2.5) == ScalarLiteral(2.5)
+    assert hash(ScalarLiteral(-0.0)) == hash(ScalarLiteral(-0.0))

@@ -56,9 +56,23 @@ class Literal:
         return self
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ScalarLiteral(Literal):
+    """A number or boolean as written. Two are equal when they are the same literal: `0.0`
+    and `-0.0` differ (Python's `==` does not tell them apart), `nan` equals itself, and
+    `1`, `1.0` and `true` are three literals."""
+
     value: bool | int | float
+
+    def _key(self) -> tuple[type, bool | int | str]:
+        v = self.value
+        return type(v), (v.hex() if isinstance(v, float) else v)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ScalarLiteral) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
 @dataclass(frozen=True, slots=True)

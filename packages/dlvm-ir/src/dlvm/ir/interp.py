@@ -79,18 +79,13 @@ class Frame:
         return self.interp.call_function(fn, args)
 
 
-def splat_key(value: bool | int | float) -> Any:
-    """A cache key that tells `0.0` from `-0.0` (equal in Python) and lets NaN find itself."""
-    return value.hex() if isinstance(value, float) else value
-
-
 class Interpreter:
     def __init__(self, module: Module, seed: int = 0) -> None:
         self.module = module
         self.rng = np.random.default_rng(seed)
         self.depth = 0
         self.globals: dict[GlobalVariable, Pointer] = {}
-        self.splats: dict[tuple[Any, Type], np.ndarray] = {}  # by splat_key
+        self.splats: dict[tuple[ScalarLiteral, Type], np.ndarray] = {}
         # the block arguments and function results whose static dimensions are checked
         self.arg_checks: dict[Block, list[tuple[int, Type, Any]]] = {}
         self.result_checks: dict[Function, bool] = {}
@@ -107,7 +102,7 @@ class Interpreter:
         lit = v.literal
         t = self.module.resolve(v.type)
         if isinstance(lit, ScalarLiteral):
-            key = (splat_key(lit.value), t)
+            key = (lit, t)
             arr = self.splats.get(key)
             if arr is None:
                 if not isinstance(t, TensorType):
