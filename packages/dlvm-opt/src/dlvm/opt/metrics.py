@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlvm.ir import Function, Instruction, Module
+from dlvm.ir import Module
+
+from .transforms.fuse_elementwise import kernel_called
 
 
 @dataclass(frozen=True)
@@ -19,18 +21,13 @@ class Size:
     kernels: int  # distinct `!kernel` functions it applies
 
 
-def kernel_of(inst: Instruction) -> Function | None:
-    callee = inst.fields.get("callee") if inst.opcode == "apply" else None
-    return callee if isinstance(callee, Function) and "kernel" in callee.attributes else None
-
-
 def size(module: Module, name: str) -> Size:
     """The `Size` of `@name` in `module`."""
     fn = module.function(name)
     if fn is None:
         raise KeyError(name)
     insts = list(fn.instructions())
-    calls = {inst: k for inst in insts if (k := kernel_of(inst)) is not None}
+    calls = {inst: k for inst in insts if (k := kernel_called(inst)) is not None}
     glue = sum(1 for inst in insts if inst in calls or (
         inst.opcode == "extract" and inst.fields.get("value") in calls))
     bodies = sum(len(k.blocks[0].instructions) - 1 for k in calls.values())
