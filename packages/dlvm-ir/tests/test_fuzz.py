@@ -788,7 +788,10 @@ class ModuleGenerator:
         return self.m
 
     def gradients(self) -> None:
-        """Gradient declarations of the right type for some differentiable functions."""
+        """Gradient declarations of the right type for some differentiable functions (only a
+        `raw` module may hold them)."""
+        if self.m.stage != "raw":
+            return
         for fn in list(self.functions):
             ft = fn.type_
             if not fn.blocks or not isinstance(ft.result, TensorType):

@@ -1,11 +1,22 @@
 """DLVM's intermediate representation: types, instructions, text format,
 verifier, analyses, pass manager, plugin registry and reference interpreter.
 
+    import numpy as np
     import dlvm.ir as ir
-    m = ir.parse(text, filename="x.dl")
-    ir.verify(m)
-    ir.run_passes(m, "cse,dce")
-    outs = ir.compile(m, target="interp").call("f", x)
+    m = ir.parse('''
+    func @f: (<3 x f32>) -> f32 {
+    'entry(%x: <3 x f32>):
+        %s = reduce %x: <3 x f32> by add init 0.0: f32
+        return %s: f32
+    }''', filename="f.dl")
+    ir.run_passes(m, "cse,dce")                  # any pipeline text, e.g. "differentiation,O2"
+    f = ir.compile(m, target="interp")["f"]      # or the fastest installed target: target=None
+    print(f(np.arange(3, dtype=np.float32)))    # 3.0
+
+`ir.Builder` builds functions in Python (`b.add(x, y)`, `b.dot(a, w)`, `b.ret(v)`);
+`ir.define` adds an instruction; plugins add passes, targets and front ends through the
+entry-point group `dlvm.plugins` (see docs/plugins.md). The language is specified in
+docs/ir-reference.md.
 """
 
 from . import instructions as _instructions  # registers the instruction set
@@ -65,79 +76,45 @@ from .verifier import verify
 
 del _instructions
 
+# The names most programs need; `help(dlvm.ir)` documents these. Everything imported above
+# stays importable from here, and the submodules hold the rest (`dlvm.ir.types`, …).
 __all__ = [
     "BOOL",
     "F16",
     "F32",
     "F64",
-    "I1",
     "I8",
     "I16",
     "I32",
     "I64",
-    "OPS",
-    "STACK",
-    "VOID",
-    "AggregateLiteral",
-    "Argument",
-    "ArrayType",
     "Block",
-    "BoxType",
-    "BranchTarget",
     "Builder",
-    "BuiltinRef",
     "DataType",
-    "DerivativeDecl",
-    "Diagnostic",
     "DiagnosticError",
     "DlvmError",
     "Executable",
     "ExecutionError",
-    "FieldKey",
     "Function",
     "FunctionPass",
     "FunctionType",
-    "GlobalVariable",
     "Instruction",
-    "KeywordLiteral",
-    "Literal",
-    "LiteralValue",
-    "Location",
     "Module",
-    "NominalType",
     "OpDef",
     "Pass",
     "PassContext",
     "PassError",
-    "PassManager",
-    "PassRecord",
-    "PipelineError",
-    "PointerType",
-    "Registry",
-    "RegistryError",
-    "ScalarLiteral",
-    "Source",
-    "StackType",
     "Target",
     "TensorType",
     "TupleType",
     "Type",
-    "TypeRuleError",
     "Value",
-    "build_pipeline",
     "clone",
     "compile",
     "constant",
     "define",
-    "has_gradient_declarations",
-    "hookimpl",
-    "lookup",
-    "make_registry",
     "parse",
     "parse_file",
-    "parse_pipeline",
     "print_function",
-    "print_instruction",
     "print_module",
     "registry",
     "run_passes",

@@ -1,10 +1,12 @@
 """A builder for front ends and passes: `b.add(x, y)`, `b.dot(a, w)`, `b.ret(v)`.
 
 Any registered instruction is a method (`b.<opcode>(…)`; Python keywords
-take a trailing underscore: `b.not_`, `b.and_`, `b.or_`; `b.ret` is
-`return`). Positional arguments fill the instruction's fields in syntax
-order; Python numbers become scalar literals of the other operands' data
-type. The result type comes from the instruction's type rule.
+and names the builder uses itself take a trailing underscore: `b.not_`, `b.and_`,
+`b.or_`, `b.insert_`; `b.ret` is `return`). Built-in instructions have typed methods
+(`builder_methods.py`, generated); a plugin's are found by name. Positional
+arguments fill the instruction's fields in syntax order; Python numbers become scalar
+literals of the other operands' data type. The result type comes from the instruction's
+type rule.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .builder_methods import InstructionMethods
 from .core import (
     AggregateLiteral,
     Argument,
@@ -34,11 +37,14 @@ _USE_KINDS = ("use", "literal_use")
 
 
 def constant(value: bool | int | float, type: Type) -> LiteralValue:
-    """A scalar literal operand: `constant(1.0, F32_SCALAR)` prints `1.0: f32`."""
+    """A scalar literal operand: `constant(1.0, scalar(F32))` prints `1.0: f32`."""
     return LiteralValue(ScalarLiteral(value), type)
 
 
-class Builder:
+class Builder(InstructionMethods):
+    """Appends instructions at a position; one typed method per instruction comes from
+    `InstructionMethods` (generated from the `OpDef` table)."""
+
     def __init__(self, module: Module | None = None) -> None:
         self.module = module if module is not None else Module()
         self.block: Block | None = None

@@ -6,7 +6,9 @@ so the interpreter itself knows only control flow, calls and literals.
 
 from __future__ import annotations
 
+import math
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +36,12 @@ from .runtime import (
     Return,
     as_tensor,
     check_conforms,
+    convert_argument,
     has_static_dims,
     numpy_dtype,
     zero_value,
 )
-from .target import Executable, Target, flatten_results
+from .target import Executable, Target, check_option, flatten_results
 from .types import FunctionType, TensorType, TupleType, Type
 
 MAX_CALL_DEPTH = 2000
@@ -80,10 +83,18 @@ class Frame:
 
 
 class Interpreter:
-    def __init__(self, module: Module, seed: int = 0) -> None:
+    """Runs a module's functions; `max_steps` (instructions) and `timeout` (seconds) bound
+    each call from outside, so a program that loops forever ends with an error."""
+
+    def __init__(self, module: Module, seed: int = 0, max_steps: int | None = None,
+                 timeout: float | None = None) -> None:
         self.module = module
         self.rng = np.random.default_rng(seed)
         self.depth = 0
+        self.max_steps = max_steps
+        self.timeout = timeout
+        self.steps = 0
+        self.deadline = math.inf
         self.globals: dict[GlobalVariable, Pointer] = {}
         self.splats: dict[tuple[ScalarLiteral, Type], np.ndarray] = {}
         # the block arguments and function results whose static dimensions are checked
@@ -143,6 +154,8 @@ class Interpreter:
         coerced = [self.coerce(a, t, i) for i, (a, t) in enumerate(
             zip(args, ftype.arguments, strict=True))]
         limit, depth = sys.getrecursionlimit(), self.depth
+        self.steps = 0
+        self.deadline = math.inf if self.timeout is None else time.monotonic() + self.timeout
         sys.setrecursionlimit(max(limit, MAX_CALL_DEPTH * FRAMES_PER_CALL + 1000))
         try:
             return self.call_function(fn, coerced)
@@ -155,12 +168,7 @@ class Interpreter:
     def coerce(self, value: Any, t: Type, index: int) -> Any:
         t = self.module.resolve(t)
         if isinstance(t, TensorType):
-            try:
-                return as_tensor(value, t)
-            except ExecutionError as e:
-                raise ExecutionError(f"argument {index}: {e}") from None
-            except (TypeError, ValueError, OverflowError) as e:
-                raise ExecutionError(f"argument {index}: cannot convert to {t}: {e}") from None
+            return convert_argument(value, t, f"argument {index}")
         if isinstance(t, TupleType):
             if not isinstance(value, tuple | list) or len(value) != len(t.elements):
                 raise ExecutionError(f"argument {index}: expected a tuple of type {t}")
@@ -187,7 +195,10 @@ class Interpreter:
         values = frame.values
         block = fn.entry
         arg_checks = self.arg_checks
+        bounded = self.max_steps is not None or self.timeout is not None
         while True:
+            if bounded:
+                self.count_steps(fn, len(block.instructions))
             checks = arg_checks.get(block)
             if checks is None:
                 checks = arg_checks[block] = self.argument_checks(block)
@@ -206,6 +217,16 @@ class Interpreter:
                 values[inst] = out
             else:
                 raise ExecutionError(f"block in '@{fn.name}' ended without a terminator")
+
+    def count_steps(self, fn: Function, n: int) -> None:
+        """Charge a block's instructions to the call's budget (checked as each block starts,
+        which every loop does)."""
+        self.steps += n
+        if self.max_steps is not None and self.steps > self.max_steps:
+            raise ExecutionError(f"'@{fn.name}' exceeded the limit of {self.max_steps} steps "
+                                 "(instructions executed)")
+        if time.monotonic() > self.deadline:
+            raise ExecutionError(f"'@{fn.name}' exceeded the timeout of {self.timeout:g} s")
 
     def argument_checks(self, block: Block) -> list[tuple[int, Type, Any]]:
         """The arguments with static dimensions: (index, type, shape when fully static)."""
@@ -243,16 +264,24 @@ class Interpreter:
         except ExecutionError as e:
             if getattr(e, "located", False):
                 raise
-            where = f"{inst.location}: " if inst.location else ""
-            err = ExecutionError(f"{where}'{inst.opcode}': {e}")
-            err.located = True  # type: ignore[attr-defined]
-            raise err from None
+            raise located(inst, str(e)) from None
+        except MemoryError as e:
+            raise located(inst, f"out of memory ({e or 'allocation failed'})") from None
+
+
+def located(inst: Instruction, problem: str) -> ExecutionError:
+    """An error naming the instruction, and where it is written when it came from text."""
+    where = f"{inst.location}: " if inst.location else ""
+    err = ExecutionError(f"{where}'{inst.opcode}': {problem}")
+    err.located = True  # type: ignore[attr-defined]
+    return err
 
 
 class InterpExecutable(Executable):
-    def __init__(self, module: Module, seed: int = 0) -> None:
+    def __init__(self, module: Module, seed: int = 0, max_steps: int | None = None,
+                 timeout: float | None = None) -> None:
         self.module = module
-        self.interpreter = Interpreter(module, seed)
+        self.interpreter = Interpreter(module, seed, max_steps, timeout)
 
     def call(self, name: str, *args: Any) -> tuple[np.ndarray, ...]:
         return flatten_results(self.interpreter.call(name, list(args)))
@@ -266,13 +295,24 @@ class InterpExecutable(Executable):
 
 @dataclass
 class InterpTarget(Target):
-    """The numpy reference interpreter; `seed` seeds the `random` instruction."""
+    """The numpy reference interpreter.
+
+    `seed` seeds the `random` instruction; `max_steps` bounds the instructions one call
+    may execute and `timeout` its seconds (None: no bound).
+    """
 
     name = "interp"
     seed: int = 0
+    max_steps: int | None = None
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        check_option("seed", self.seed, int, minimum=0)
+        check_option("max_steps", self.max_steps, int, minimum=1, optional=True)
+        check_option("timeout", self.timeout, float, minimum=0, optional=True)
 
     def compile(self, module: Module) -> Executable:
         from .verifier import verify
 
         verify(module)
-        return InterpExecutable(module, self.seed)
+        return InterpExecutable(module, self.seed, self.max_steps, self.timeout)

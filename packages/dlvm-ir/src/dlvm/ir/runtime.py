@@ -42,10 +42,61 @@ def numpy_dtype(dt: DataType) -> np.dtype[Any]:
 
 
 def as_tensor(x: Any, t: TensorType) -> np.ndarray:
-    """Coerce a value to a tensor of type `t`, checking static dimensions."""
+    """Coerce a value the program made itself to a tensor of type `t`, checking static
+    dimensions (values from outside go through `convert_argument`)."""
     arr = np.asarray(x, dtype=numpy_dtype(t.dtype))
     check_shape(arr, t)
     return arr
+
+
+def int_range(dt: DataType) -> tuple[int, int]:
+    """The values an `iN` holds: [-2^(N-1), 2^(N-1) - 1] (i1 holds -1 and 0)."""
+    half = 1 << (dt.bits - 1)
+    return -half, half - 1
+
+
+def convert_argument(x: Any, t: TensorType, what: str = "argument") -> np.ndarray:
+    """An array from outside (a caller's argument, a file) as a tensor of type `t`.
+
+    Only conversions that keep every value are made: numpy's `same_kind` rule (bool → int →
+    float, and narrowing within a kind), with integers checked against the range of `iN` and
+    floats checked not to overflow when narrowed. Everything else (1.7 → i8, NaN → bool,
+    complex, objects) is refused with an `ExecutionError` naming `what`. Every target calls
+    this, so that all of them accept the same arguments.
+    """
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ExecutionError(f"{what}: cannot convert to {t}: {e}") from None
+    dst = numpy_dtype(t.dtype)
+    src = arr.dtype
+    if src.kind not in "biuf":
+        raise ExecutionError(f"{what}: cannot pass an array of {_dtype_name(src)} as {t}")
+    if src != dst and not np.can_cast(src, dst, "same_kind"):
+        raise ExecutionError(f"{what}: converting {_dtype_name(src)} to {t.dtype} could lose "
+                             f"values; convert it explicitly")
+    if dst.kind == "i" and src.kind in "biu" and arr.size:
+        lo, hi = int_range(t.dtype)
+        low, high = int(arr.min()), int(arr.max())
+        if low < lo or high > hi:
+            bad = low if low < lo else high
+            raise ExecutionError(f"{what}: the value {bad} does not fit in {t.dtype}")
+    if src != dst:
+        with np.errstate(all="ignore"):
+            out = arr.astype(dst)
+        if dst.kind == "f" and src.kind == "f" and dst.itemsize < src.itemsize:
+            overflow = np.isinf(out) & np.isfinite(arr)
+            if overflow.any():
+                bad = arr[overflow].flat[0]
+                raise ExecutionError(f"{what}: the value {float(bad):g} overflows {t.dtype}")
+        arr = out
+    check_shape(arr, t, what)
+    return arr
+
+
+def _dtype_name(dt: np.dtype[Any]) -> str:
+    return {"c": "complex numbers", "O": "Python objects", "U": "strings", "S": "bytes",
+            "M": "dates", "m": "time deltas", "V": "records"}.get(dt.kind, str(dt))
 
 
 def check_shape(arr: np.ndarray, t: TensorType, what: str = "value") -> None:

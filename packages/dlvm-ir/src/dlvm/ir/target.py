@@ -6,13 +6,18 @@ tuple results are flattened in order (nested tuples depth-first).
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .core import Module
+from .diagnostics import DlvmError
+from .runtime import ExecutionError
+from .types import TupleType
 
 
 def flatten_results(value: Any) -> tuple[np.ndarray, ...]:
@@ -31,7 +36,11 @@ def flatten_results(value: Any) -> tuple[np.ndarray, ...]:
 
 
 class Executable(ABC):
-    """A compiled module whose functions can be called with numpy arrays."""
+    """A compiled module whose functions can be called with numpy arrays.
+
+    `exe.call("f", x, y)` returns every result as a flat tuple of arrays; `exe["f"](x, y)`
+    returns what the function returns: one array, a tuple for a tuple result, None for none.
+    """
 
     module: Module
 
@@ -41,6 +50,44 @@ class Executable(ABC):
     @property
     def function_names(self) -> list[str]:
         return [f.name for f in self.module.functions if f.name and f.blocks]
+
+    def function(self, name: str) -> Callable[..., Any]:
+        """A Python callable for function `@name` (see the class docstring)."""
+        name = name.removeprefix("@")
+        fn = self.module.function(name)
+        if fn is None or not fn.blocks:
+            known = ", ".join(f"@{n}" for n in self.function_names) or "none"
+            raise ExecutionError(f"no function '@{name}' to call (available: {known})")
+        result = self.module.resolve(fn.type_.result)
+        many = isinstance(result, TupleType) and not result.is_void
+        none = result.is_void
+
+        def call(*args: Any) -> Any:
+            out = self.call(name, *args)
+            return out if many else None if none else out[0]
+
+        call.__name__ = call.__qualname__ = name
+        call.__doc__ = f"@{name}: {fn.type}"
+        return call
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        return self.function(name)
+
+
+def check_option(name: str, value: Any, kind: type, *, minimum: float | None = None,
+                 optional: bool = False) -> None:
+    """Refuse a target option of the wrong type or range with a one-line error (options come
+    from command lines and TOML files, so a wrong one is the user's mistake, not a bug)."""
+    if value is None and optional:
+        return
+    numeric = kind is float and isinstance(value, int | float) and not isinstance(value, bool)
+    if not (numeric or (isinstance(value, kind) and not isinstance(value, bool))):
+        article = "an integer" if kind is int else "a number" if kind is float else kind.__name__
+        raise DlvmError(f"target option '{name}' must be {article}, found {value!r}")
+    if isinstance(value, float) and math.isnan(value):
+        raise DlvmError(f"target option '{name}' must be a number, found nan")
+    if minimum is not None and value < minimum:
+        raise DlvmError(f"target option '{name}' must be at least {minimum:g}, found {value}")
 
 
 @dataclass

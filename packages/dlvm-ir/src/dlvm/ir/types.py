@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from .diagnostics import Location
 
 Dim: TypeAlias = int | None
 Shape: TypeAlias = tuple[Dim, ...]
@@ -76,6 +79,8 @@ I64 = DataType("int", 64)
 
 FLOAT_WIDTHS = (16, 32, 64)
 MAX_INT_WIDTH = 64
+# The largest dimension, element count or array count: sizes are i64 at run time.
+MAX_SIZE = 2**63 - 1
 
 
 def parse_data_type(text: str) -> DataType | None:
@@ -233,6 +238,7 @@ INVALID = InvalidType()
 class StructDecl:
     name: str
     fields: list[tuple[str, Type]]
+    location: Location | None = None
 
     def field_type(self, key: str) -> Type | None:
         return next((t for k, t in self.fields if k == key), None)
@@ -242,6 +248,7 @@ class StructDecl:
 class EnumDecl:
     name: str
     cases: list[tuple[str, tuple[Type, ...]]]
+    location: Location | None = None
 
     def case_types(self, case: str) -> tuple[Type, ...] | None:
         return next((ts for c, ts in self.cases if c == case), None)
@@ -253,6 +260,7 @@ class AliasDecl:
 
     name: str
     target: Type | None
+    location: Location | None = None
 
 
 TypeDecl: TypeAlias = StructDecl | EnumDecl | AliasDecl

@@ -10,6 +10,7 @@ arguments, and the types of gradient declarations.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from .analysis.dominance import DominatorTree
 from .core import (
@@ -29,6 +30,7 @@ from .instructions.aggregate import check_literal
 from .opdef import TypeRuleError
 from .types import (
     INVALID,
+    MAX_SIZE,
     AliasDecl,
     ArrayType,
     BoxType,
@@ -38,6 +40,7 @@ from .types import (
     NominalType,
     PointerType,
     StructDecl,
+    TensorType,
     TupleType,
     Type,
     types_compatible,
@@ -57,6 +60,7 @@ class Verifier:
     def __init__(self, module: Module) -> None:
         self.module = module
         self.sink = DiagnosticSink()
+        self.cyclic: set[str] = set()
 
     def error(self, message: str, where: Location | None) -> None:
         self.sink.error(message, where)
@@ -75,8 +79,31 @@ class Verifier:
         self.type_decls()
         for g in m.globals:
             self.check_type(g.value_type, f"the type of '@{g.name}'", g.location)
+        self.cyclic = self.derivative_cycles()
         for fn in m.functions:
             self.function(fn)
+
+    def derivative_cycles(self) -> set[str]:
+        """A gradient of a gradient is fine; a declaration that is (through others) its own
+        derivative has no definition to start from. Returns the names in such cycles."""
+        decls = {f.name: f for f in self.module.functions
+                 if isinstance(f.declaration, DerivativeDecl) and f.name is not None}
+
+        def of(name: str) -> list[str]:
+            target = decls[name].declaration.of  # type: ignore[union-attr]
+            return [target.name] if target.name in decls and target is decls.get(
+                target.name) else []
+
+        cyclic: set[str] = set()
+        for cycle in cycles(decls, of):
+            path = " → ".join(f"@{n}" for n in [*cycle, cycle[0]])
+            for n in cycle:
+                decl = decls[n].declaration
+                assert isinstance(decl, DerivativeDecl)
+                self.error(f"{decl.kind} declaration '@{n}' depends on itself ({path})",
+                           decl.location or decls[n].location)
+            cyclic.update(cycle)
+        return cyclic
 
     # ------------------------------------------------------------ types
 
@@ -86,7 +113,31 @@ class Verifier:
             return "an invalid type"
         if isinstance(t, NominalType):
             return None if t.name in self.module.type_decls else f"undeclared type '${t.name}'"
+        if isinstance(t, TensorType):
+            return size_problem(t)
+        if isinstance(t, ArrayType) and t.count > MAX_SIZE:
+            return f"an array count {t.count} beyond the largest size ({MAX_SIZE})"
         return next((p for p in map(self.type_problem, type_parts(t)) if p), None)
+
+    def by_value_structs(self, decl: StructDecl) -> list[str]:
+        """The structs that `decl` holds in place (directly or inside tuples, arrays, aliases)."""
+        out: list[str] = []
+        todo = [t for _, t in decl.fields]
+        seen: set[str] = set()
+        while todo:
+            t = todo.pop()
+            if isinstance(t, TupleType):
+                todo.extend(t.elements)
+            elif isinstance(t, ArrayType):
+                todo.append(t.element)
+            elif isinstance(t, NominalType) and t.name not in seen:
+                seen.add(t.name)
+                d = self.module.type_decls.get(t.name)
+                if isinstance(d, StructDecl):
+                    out.append(t.name)
+                elif isinstance(d, AliasDecl) and d.target is not None:
+                    todo.append(d.target)
+        return out
 
     def check_type(self, t: Type, what: str, where: Location | None) -> bool:
         problem = self.type_problem(t)
@@ -95,16 +146,27 @@ class Verifier:
         return problem is None
 
     def type_decls(self) -> None:
-        for name, decl in self.module.type_decls.items():
-            if isinstance(decl, StructDecl):
-                members = [t for _, t in decl.fields]
-            elif isinstance(decl, EnumDecl):
-                members = [t for _, ts in decl.cases for t in ts]
-            else:
-                assert isinstance(decl, AliasDecl)
-                members = [] if decl.target is None else [decl.target]
-            for t in members:
-                self.check_type(t, f"the declaration of '${name}'", None)
+        decls = self.module.type_decls
+        for name, decl in decls.items():
+            for t in decl_members(decl):
+                self.check_type(t, f"the declaration of '${name}'", decl.location)
+        # An alias is transparent, so it must expand to a finite type: no alias may appear in
+        # its own expansion, at any depth (`type $B = ($A, f32)` with `type $A = $B`).
+        aliases = {n: d for n, d in decls.items() if isinstance(d, AliasDecl)}
+        for cycle in cycles(aliases, lambda n: [m for m in nominal_names(aliases[n].target)
+                                                 if m in aliases]):
+            path = " → ".join(f"${n}" for n in [*cycle, cycle[0]])
+            for n in cycle:
+                self.error(f"type alias '${n}' refers to itself ({path}); a recursive type "
+                           "needs a struct or an enum", aliases[n].location)
+        # A struct holds its fields in place, so it cannot contain itself by value (through
+        # tuples, arrays, aliases and other structs); pointers, boxes and enums are indirect.
+        structs = {n: d for n, d in decls.items() if isinstance(d, StructDecl)}
+        for cycle in cycles(structs, lambda n: self.by_value_structs(structs[n])):
+            path = " → ".join(f"${n}" for n in [*cycle, cycle[0]])
+            for n in cycle:
+                self.error(f"struct '${n}' contains itself by value ({path}); hold it through "
+                           "a pointer or a box", structs[n].location)
 
     # ------------------------------------------------------------ functions
 
@@ -113,7 +175,13 @@ class Verifier:
         if decl is not None and fn.blocks:
             self.error(f"declaration '@{fn.name}' cannot have a body", fn.location)
         if isinstance(decl, DerivativeDecl):
-            self.derivative(fn, decl)
+            if self.module.stage != "raw":
+                self.error(f"'@{fn.name}' is a {decl.kind} declaration, which a module at "
+                           f"stage '{self.module.stage}' cannot hold (only 'raw' modules do; "
+                           "the differentiation pass turns them into functions)",
+                           decl.location or fn.location)
+            if fn.name not in self.cyclic:
+                self.derivative(fn, decl)
         if not self.check_type(fn.type, f"the signature of '@{fn.name}'", fn.location):
             return
         if "kernel" in fn.attributes:
@@ -131,7 +199,7 @@ class Verifier:
                        entry.location or fn.location)
         for block in fn.blocks[1:]:
             for a in block.arguments:
-                self.check_type(a.type, f"an argument of block '{self.block_name(block)}'",
+                self.check_type(a.type, f"an argument of block {self.block_name(block)}",
                                 block.location or fn.location)
         self.names(fn)
         dom = fn.analysis(DominatorTree)
@@ -171,9 +239,9 @@ class Verifier:
         for block in fn.blocks:
             if block.name is not None:
                 if not IDENTIFIER.match(block.name):
-                    self.error(f"invalid block name ''{block.name}'", block.location)
+                    self.error(f"invalid block name '{block.name}", block.location)
                 elif block.name in blocks:
-                    self.error(f"redefinition of block ''{block.name}'", block.location)
+                    self.error(f"redefinition of block '{block.name}", block.location)
                 blocks.add(block.name)
             for v in [*block.arguments, *block.instructions]:
                 if v.name is None:
@@ -189,12 +257,12 @@ class Verifier:
 
     def block(self, fn: Function, block: Block, dom: DominatorTree) -> None:
         if not block.instructions:
-            self.error(f"block '{self.block_name(block)}' is empty; it must end with a "
+            self.error(f"block {self.block_name(block)} is empty; it must end with a "
                        "terminator", block.location)
             return
         last = block.instructions[-1]
         if not last.is_terminator:
-            self.error(f"block '{self.block_name(block)}' does not end with a terminator "
+            self.error(f"block {self.block_name(block)} does not end with a terminator "
                        "(branch, conditional, branchEnum or return)",
                        last.location or block.location)
         reachable = dom.is_reachable(block) if hasattr(dom, "is_reachable") else True
@@ -230,6 +298,9 @@ class Verifier:
                 self.error(f"'{inst.opcode}' has result type '{inst.type}', but its type rule "
                            f"gives '{t}'", where)
             inst.type = t
+        if not self.check_type(inst.type, f"the result type of '{inst.opcode}'", where):
+            inst.type = INVALID
+            return
         if inst.type.is_void and inst.name is not None:
             self.error(f"'{inst.opcode}' produces no value and cannot be named '%{inst.name}'",
                        where)
@@ -322,11 +393,11 @@ class Verifier:
         name = self.block_name(block)
         if len(given) != len(params):
             self.error(f"{what} passes {len(given)} argument{'s' if len(given) != 1 else ''} "
-                       f"to block '{name}', which takes {len(params)}", where)
+                       f"to block {name}, which takes {len(params)}", where)
             return
         for i, (g, p) in enumerate(zip(given, params, strict=True)):
             if not self.compatible(g, p):
-                self.error(f"{what} passes '{g}' as argument {i} of block '{name}', "
+                self.error(f"{what} passes '{g}' as argument {i} of block {name}, "
                            f"which expects '{p}'", where)
 
     def compatible(self, a: Type, b: Type) -> bool:
@@ -337,6 +408,86 @@ class Verifier:
             return len(ra.elements) == len(rb.elements) and all(
                 self.compatible(x, y) for x, y in zip(ra.elements, rb.elements, strict=True))
         return types_compatible(ra, rb)
+
+
+def decl_members(decl: StructDecl | EnumDecl | AliasDecl) -> list[Type]:
+    """The types a nominal declaration is written in terms of."""
+    if isinstance(decl, StructDecl):
+        return [t for _, t in decl.fields]
+    if isinstance(decl, EnumDecl):
+        return [t for _, ts in decl.cases for t in ts]
+    return [] if decl.target is None else [decl.target]
+
+
+def nominal_names(t: Type | None) -> list[str]:
+    """The `$Name`s written anywhere inside `t`."""
+    out: list[str] = []
+    todo = [] if t is None else [t]
+    while todo:
+        t = todo.pop()
+        if isinstance(t, NominalType):
+            out.append(t.name)
+        else:
+            todo.extend(type_parts(t))
+    return out
+
+
+def cycles(nodes: dict[str, object], edges: Callable[[str], list[str]]) -> list[list[str]]:
+    """The cycles of a directed graph, one per strongly connected component that has one
+    (Tarjan's algorithm, iterative: linear in the graph's size and free of recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(edges(root)))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for nxt in successors:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(edges(nxt))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component: list[str] = []
+                    while True:
+                        n = stack.pop()
+                        on_stack.discard(n)
+                        component.append(n)
+                        if n == node:
+                            break
+                    if len(component) > 1 or node in edges(node):
+                        out.append(sorted(component, key=index.__getitem__))
+    return out
+
+
+def size_problem(t: TensorType) -> str | None:
+    """Dimensions, and the element count, must fit in an i64."""
+    count = 1
+    for d in t.shape:
+        if d is None:
+            continue
+        if d > MAX_SIZE:
+            return f"a dimension {d} beyond the largest size ({MAX_SIZE})"
+        count *= d
+    if count > MAX_SIZE:
+        return f"a tensor of {count} elements, beyond the largest size ({MAX_SIZE})"
+    return None
 
 
 def type_parts(t: Type) -> tuple[Type, ...]:
