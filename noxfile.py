@@ -18,8 +18,9 @@ nox.options.sessions = ["tests"]
 
 ROOT = Path(__file__).resolve().parent
 PACKAGES_DIR = ROOT / "packages"
-# Third-party plugins as a user would install them: one that works, one whose import fails.
-FIXTURE_PLUGINS = ["integration-tests/fixtures/dlvm-sample-plugin",
+# Third-party plugins as a user would install them: the complete example, and a fixture
+# whose import fails.
+FIXTURE_PLUGINS = ["examples/plugin",
                    "integration-tests/fixtures/dlvm-broken-plugin"]
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "lit>=18", "filecheck>=1.0.6", "psutil>=5"]
 
@@ -83,7 +84,9 @@ def package_session(package: str) -> None:
     def run(session: nox.Session) -> None:
         if not runnable:
             session.skip(f"{tests} holds no tests")
-        deps = [f"packages/{name}" for name in closure(package)]
+        # the package with its own `test` extra, so a test dependency it forgot shows up
+        deps = [f"packages/{name}" + ("[test]" if name == package else "")
+                for name in closure(package)]
         session.install(*editable(deps), *TEST_DEPS)
         session.run("pytest", tests, *session.posargs)
 

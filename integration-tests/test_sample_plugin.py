@@ -1,13 +1,17 @@
-"""A third-party plugin installed from its own wheel adds a pass, a target and a
-command, and a broken plugin next to it does not stop anything."""
+"""The example plugin (examples/plugin), installed from its own wheel, adds a pass, an
+instruction with its derivative rules, a target and a command; and a broken plugin next to
+it does not stop anything."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 DLVM = Path(sys.executable).parent / "dlvm"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "plugin"
 
 pytestmark = pytest.mark.skipif(
     not DLVM.exists(), reason="the dlvm command is not installed in this environment")
@@ -21,6 +25,8 @@ func @f: (<3 x f32>) -> <3 x f32> {
     return %c: <3 x f32>
 }
 """
+
+X = np.array([-2.0, 0.0, 3.0], np.float32)
 
 
 def dlvm(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -37,40 +43,107 @@ def sample_installed() -> bool:
 
 
 needs_sample = pytest.mark.skipif(not sample_installed(),
-                                  reason="dlvm-sample-plugin is not installed")
+                                  reason="dlvm-sample-plugin (examples/plugin) is not installed")
+
+
+def softsign(x: np.ndarray) -> np.ndarray:
+    return x / (1 + np.abs(x))
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    path = tmp_path / "in.npz"
+    np.savez(path, arg0=X)
+    return path
 
 
 @needs_sample
-def test_plugins_lists_the_third_party_pass_and_target_with_their_distribution() -> None:
+def test_plugins_lists_the_pass_target_and_instruction_with_their_distribution() -> None:
     out = dlvm("plugins")
     assert out.returncode == 0, out.stderr
-    assert "sample-double-negation" in out.stdout
-    assert "sample-counting" in out.stdout
-    assert "dlvm-sample-plugin" in out.stdout
+    for name in ("sample-double-negation", "sample-counting", "softsign", "dlvm-sample-plugin"):
+        assert name in out.stdout
+    data = json.loads(dlvm("plugins", "--json").stdout)
+    softsign_entry = next(i for i in data["instructions"] if i["name"] == "softsign")
+    assert softsign_entry["distribution"] == "dlvm-sample-plugin"
+    assert softsign_entry["plugin"] == "sample"
+    assert next(p for p in data["passes"] if p["name"] == "sample-double-negation")[
+        "qualified_name"] == "sample:sample-double-negation"
+    assert data["clashes"] == []
 
 
 @needs_sample
-def test_the_plugin_pass_runs_from_the_command_line() -> None:
-    out = dlvm("opt", "-", "-p", "sample-double-negation", "--stats", input=NEGATIONS)
-    assert out.returncode == 0, out.stderr
-    assert "negate" not in out.stdout
-    assert "%c = add %x: <3 x f32>, 1.0: f32" in out.stdout
-    assert "double negations removed" in out.stderr
+def test_the_plugin_pass_runs_by_plain_and_qualified_name() -> None:
+    for name in ("sample-double-negation", "sample:sample-double-negation"):
+        out = dlvm("opt", "-", "-p", name, "--stats", input=NEGATIONS)
+        assert out.returncode == 0, out.stderr
+        assert "negate" not in out.stdout
+        assert "%c = add %x: <3 x f32>, 1.0: f32" in out.stdout
+        assert "double negations removed" in out.stderr
 
 
 @needs_sample
-def test_the_plugin_target_runs_a_function(tmp_path: Path) -> None:
-    import numpy as np
-
-    src = tmp_path / "neg.dl"
-    src.write_text(NEGATIONS)
-    args = tmp_path / "in.npz"
-    np.savez(args, arg0=np.array([1.0, 2.0, 3.0], np.float32))
+def test_the_plugin_target_runs_a_function(tmp_path: Path, inputs: Path) -> None:
     out_file = tmp_path / "out.npz"
-    out = dlvm("exec", str(src), "-f", "f", "--target", "sample-counting", "--args", str(args),
+    out = dlvm("exec", str(EXAMPLE / "softsign.dl"), "-f", "f", "--target", "sample-counting",
+               "--args", str(inputs), "-o", str(out_file))
+    assert out.returncode == 0, out.stderr
+    np.testing.assert_allclose(np.load(out_file)["out0"], softsign(X).sum() + 1, rtol=1e-6)
+
+
+@needs_sample
+def test_the_plugin_instruction_is_differentiated_by_its_adjoint_rule(
+        tmp_path: Path, inputs: Path) -> None:
+    out_file = tmp_path / "grad.npz"
+    out = dlvm("exec", str(EXAMPLE / "softsign.dl"), "-f", "df", "--args", str(inputs),
                "-o", str(out_file))
     assert out.returncode == 0, out.stderr
-    np.testing.assert_allclose(np.load(out_file)["out0"], [2.0, 3.0, 4.0])
+    np.testing.assert_allclose(np.load(out_file)["out0"], 1 / (1 + np.abs(X)) ** 2, rtol=1e-6)
+
+
+@needs_sample
+def test_adjoint_and_tangent_rules_match_finite_differences() -> None:
+    from dlvm.ad.testing import check_gradient, check_tangent
+
+    text = """
+func @f: (<4 x f64>) -> <4 x f64> {
+'entry(%x: <4 x f64>):
+    %y = softsign %x: <4 x f64>
+    %z = multiply %y: <4 x f64>, %x: <4 x f64>
+    return %z: <4 x f64>
+}
+[gradient @f seedable]
+func @df: (<4 x f64>, <4 x f64>) -> (<4 x f64>)
+[tangent @f]
+func @tf: (<4 x f64>, <4 x f64>) -> (<4 x f64>)
+"""
+    x = np.array([-1.5, -0.2, 0.4, 2.5])
+    check_gradient(text, "f", "df", [x])
+    check_tangent(text, "f", "tf", [x], [np.array([1.0, -2.0, 0.5, 3.0])])
+
+
+@needs_sample
+def test_python_parses_the_plugin_instruction_without_loading_plugins_first() -> None:
+    code = f"""
+import numpy as np
+import dlvm.ir as ir
+m = ir.parse_file({str(EXAMPLE / "softsign.dl")!r})
+ir.verify(m)
+(y,) = ir.compile(m, target="sample-counting").call("f", np.array([1.0, -1.0, 3.0], np.float32))
+print(float(y))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == pytest.approx(0.5 - 0.5 + 0.75 + 1)
+
+
+@needs_sample
+def test_coverage_counts_the_plugin_instruction() -> None:
+    out = subprocess.run([sys.executable, "-m", "dlvm.ad.coverage"], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "| activation | `softsign` | yes | yes | from dlvm-sample-plugin |" in out.stdout
 
 
 @needs_sample

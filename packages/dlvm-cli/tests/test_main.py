@@ -82,6 +82,40 @@ def test_plugin_commands(capsys: pytest.CaptureFixture[str], double: Path,
     assert "func @f" in opt.stdout
 
 
+class ExitingCommands:
+    @hookimpl
+    def register_commands(self, app: typer.Typer) -> None:
+        app.command("half-registered")(lambda: None)
+        raise SystemExit(4)
+
+
+class MisnamedArgument:
+    @hookimpl
+    def register_commands(self, application: typer.Typer) -> None:
+        raise AssertionError("never called: the hook passes 'app'")
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_a_command_hook_that_exits_or_does_not_match_is_skipped(
+        capsys: pytest.CaptureFixture[str], runner: CliRunner) -> None:
+    reg = make_registry(autoload=False)
+    reg.add_plugin(MisnamedArgument(), PluginInfo("misnamed", "dlvm-misnamed", "1.0"))
+    reg.add_plugin(ExitingCommands(), PluginInfo("exiting", "dlvm-exiting", "1.0"))
+    reg.add_plugin(GoodCommands(), PluginInfo("good", "dlvm-good", "1.0"))
+    set_registry(reg)
+    app = make_app()
+    assert capsys.readouterr().err.splitlines() == [
+        "dlvm: warning: plugin 'misnamed' (dlvm-misnamed) failed to register commands: "
+        "PluginValidationError: unknown arguments application (the hook passes only: app); "
+        "skipped",
+        "dlvm: warning: plugin 'exiting' (dlvm-exiting) failed to register commands: "
+        "SystemExit: 4; skipped"]
+    assert runner.invoke(app, ["demo", "hello"]).stdout == "hello from a plugin\n"
+    assert runner.invoke(app, ["half-registered"]).exit_code == 2  # rolled back
+    assert [(p.name, p.status) for p in reg.plugins[-3:]] == [
+        ("misnamed", "failed"), ("exiting", "failed"), ("good", "ok")]
+
+
 @pytest.mark.usefixtures("fresh_registry")
 def test_make_app_twice_in_one_process() -> None:
     set_registry(make_registry(autoload=False))

@@ -1,14 +1,26 @@
-"""`dlvm plugins`: tables and JSON, including plugins that failed to load."""
+"""`dlvm plugins`: tables and JSON, including plugins that failed to load or clashed; and
+every command keeps working whatever a plugin does."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import typer
 
-from dlvm.ir.plugin import PluginInfo, make_registry, set_registry
+import dlvm.ir as ir
+from dlvm.ir.plugin import PluginInfo, hookimpl, make_registry, set_registry
 
 Invoke = Callable[..., Any]
 
@@ -28,17 +40,28 @@ def test_json(invoke: Invoke) -> None:
     assert dists["dlvm-ir"]["status"] == "ok"
     targets = {t["name"]: t for t in data["targets"]}
     assert targets["interp"]["distribution"] == "dlvm-ir"
-    assert data["default_target"] == "interp"
+    # the fastest installed target: native code when dlvm-llvm is there
+    assert data["default_target"] == ("llvm-cpu" if "llvm-cpu" in targets else "interp")
     assert {"strip-names", "verify"} <= {p["name"] for p in data["passes"]}
-    assert {"name", "distribution", "summary", "alias_of"} <= set(data["passes"][0])
+    assert {"name", "qualified_name", "distribution", "plugin", "summary", "alias_of",
+            "plain"} <= set(data["passes"][0])
     assert "frontends" in data
     assert "pipelines" in data
+    assert data["clashes"] == []
+
+
+def test_instructions_are_listed_with_their_provider(invoke: Invoke) -> None:
+    data = json.loads(invoke("plugins", "--json").stdout)
+    add = next(i for i in data["instructions"] if i["name"] == "add")
+    assert add == {"name": "add", "distribution": "dlvm-ir", "plugin": "ir", "summary": "a + b",
+                   "aliases": []}
+    table = invoke("plugins").stdout
+    assert "Instructions" in table
+    assert re.search(r"│ add +│ dlvm-ir +│ a \+ b +│", table)
 
 
 class BrokenPlugin:
     """A plugin whose registration hook raises."""
-
-    from dlvm.ir.plugin import hookimpl
 
     @hookimpl
     def register_passes(self, register: Callable[..., None]) -> None:
@@ -83,3 +106,157 @@ def test_warns_about_unrelated_dlvm(invoke: Invoke, monkeypatch: pytest.MonkeyPa
     assert result.exit_code == 0
     assert result.stderr.startswith("dlvm: warning:")
     json.loads(result.stdout)  # the warning stays off stdout
+
+
+class BrokenCommands:
+    @hookimpl
+    def register_passes(self, register: ir.plugin.RegisterPass) -> None:
+        register("still-here", "dlvm.ir.builtin_passes:VerifyPass", "its passes keep working")
+
+    @hookimpl
+    def register_commands(self, app: typer.Typer) -> None:
+        raise SystemExit("commands exit")
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_a_plugin_whose_commands_failed_is_shown_failed(invoke: Invoke) -> None:
+    reg = make_registry(autoload=False)
+    reg.add_plugin(BrokenCommands(), PluginInfo("cmds", "dlvm-cmds", "1.0"))
+    set_registry(reg)
+    result = invoke("plugins", "--json")
+    assert result.exit_code == 0, result.output
+    cmds = next(p for p in json.loads(result.stdout)["plugins"] if p["name"] == "cmds")
+    assert (cmds["status"], cmds["error"]) == ("failed",
+                                               "register_commands: SystemExit: commands exit")
+    assert "still-here" in invoke("plugins").stdout
+
+
+# ------------------------------------------------------------------ targets that cannot be made
+
+
+@dataclass
+class NoDevice(ir.Target):
+    name = "fast"
+
+    def __post_init__(self) -> None:
+        raise RuntimeError("no device")
+
+    def compile(self, module: ir.Module) -> ir.Executable:
+        raise AssertionError("never compiled")
+
+
+class FastButBroken:
+    @hookimpl
+    def register_targets(self, register: ir.plugin.RegisterTarget) -> None:
+        register("fast", NoDevice, "needs a device it does not find", priority=100)
+
+
+@pytest.mark.usefixtures("fresh_registry")
+def test_exec_runs_on_a_target_that_can_be_made(invoke: Invoke, double: Path,
+                                                tmp_path: Path) -> None:
+    reg = make_registry(autoload=False)
+    reg.add_plugin(FastButBroken(), PluginInfo("fastplug", "dlvm-fast", "1.0"))
+    set_registry(reg)
+    args = tmp_path / "in.npz"
+    np.savez(args, arg0=np.array([1.5, -2.0], np.float32))
+    result = invoke("exec", str(double), "-f", "f", "--args", str(args))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["out0: <2 x f32>", "[ 3. -4.]"]
+    assert result.stderr == (
+        "dlvm: warning: target 'fast' of plugin 'fastplug' (dlvm-fast) could not be created: "
+        "RuntimeError: no device; it is not used as the default target\n")
+    chosen = invoke("exec", str(double), "-f", "f", "--args", str(args), "--target", "fast")
+    assert chosen.exit_code == 1
+    assert chosen.stderr.startswith("dlvm: error: target 'fast' of plugin 'fastplug' "
+                                    "(dlvm-fast) could not be created: RuntimeError: no device")
+
+
+# ------------------------------------------------------------------ installed plugins, end to end
+
+
+def install(root: Path, dist: str, entry_point: str, source: str) -> None:
+    """A distribution as `importlib.metadata` finds it on PYTHONPATH: module + dist-info."""
+    module = f"{dist.replace('-', '_')}_module"
+    (root / f"{module}.py").write_text(textwrap.dedent(source))
+    info = root / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[dlvm.plugins]\n{entry_point} = {module}\n")
+
+
+def dlvm(root: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`dlvm ARGS…` in a fresh process that also sees the distributions in `root`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DLVM_DEBUG", "DLVM_DISABLE_PLUGIN_AUTOLOAD", "DLVM_STRICT_PLUGINS")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "dlvm.cli", *args], input=input,
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def test_help_works_when_plugins_exit_on_import_or_in_a_hook(tmp_path: Path) -> None:
+    install(tmp_path, "dlvm-exiting", "exiting", "raise SystemExit(3)")
+    install(tmp_path, "dlvm-exiting-commands", "exiting-commands", """
+        from dlvm.ir.plugin import hookimpl
+
+        @hookimpl
+        def register_commands(app):
+            raise SystemExit("no commands today")
+    """)
+    help_ = dlvm(tmp_path, "--help")
+    assert help_.returncode == 0, help_.stderr
+    assert "verify" in help_.stdout
+    assert help_.stderr == (
+        "dlvm: warning: plugin 'exiting-commands' (dlvm-exiting-commands) failed to register "
+        "commands: SystemExit: no commands today; skipped\n")
+    listing = dlvm(tmp_path, "plugins", "--json")
+    assert listing.returncode == 0, listing.stderr
+    assert "dlvm: warning: plugin 'exiting' (dlvm-exiting) failed to load: SystemExit: 3" \
+        in listing.stderr
+    status = {p["name"]: (p["status"], p["error"]) for p in json.loads(listing.stdout)["plugins"]}
+    assert status["exiting"] == ("failed", "SystemExit: 3")
+    assert status["exiting-commands"] == ("failed",
+                                          "register_commands: SystemExit: no commands today")
+
+
+CSE_PLUGIN = """
+    from dataclasses import dataclass
+
+    from dlvm.ir import Pass
+    from dlvm.ir.plugin import hookimpl
+
+    @dataclass
+    class MyCSE(Pass):
+        name = "cse"
+
+        def run(self, module, ctx):
+            ctx.stat("my cse ran")
+            return False
+
+    @hookimpl
+    def register_passes(register):
+        register("cse", MyCSE, "another cse")
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("dlvm.opt") is None,
+                    reason="dlvm-opt is not installed")
+def test_a_pass_name_clash_keeps_both_plugins(tmp_path: Path, double: Path) -> None:
+    install(tmp_path, "aaa-cse", "myplugin", CSE_PLUGIN)  # sorts, and loads, before dlvm-opt
+    listing = dlvm(tmp_path, "plugins", "--json")
+    assert listing.returncode == 0, listing.stderr
+    assert ("dlvm: warning: name clash: pass 'cse' is provided by both dlvm-opt and aaa-cse: "
+            "'cse' is dlvm-opt's, aaa-cse's is 'myplugin:cse'") in listing.stderr
+    data = json.loads(listing.stdout)
+    assert data["clashes"] == [{
+        "kind": "pass", "name": "cse", "kept": "dlvm-opt", "shadowed": "aaa-cse",
+        "qualified_name": "myplugin:cse", "message": data["clashes"][0]["message"]}]
+    assert {p["distribution"]: p["status"] for p in data["plugins"]}["dlvm-opt"] == "ok"
+    assert "myplugin:cse" in dlvm(tmp_path, "plugins").stdout
+
+    mine = dlvm(tmp_path, "opt", str(double), "-p", "myplugin:cse", "--stats")
+    assert mine.returncode == 0, mine.stderr
+    assert "my cse ran" in mine.stderr
+    theirs = dlvm(tmp_path, "opt", str(double), "-p", "cse,opt:cse", "--stats")
+    assert theirs.returncode == 0, theirs.stderr
+    assert "my cse ran" not in theirs.stderr
+    assert dlvm(tmp_path, "opt", str(double), "-p", "O2").returncode == 0  # dlvm-opt's own use

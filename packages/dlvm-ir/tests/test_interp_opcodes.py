@@ -49,11 +49,12 @@ def test_the_test_modules_are_found() -> None:
     assert all(modules[name] for name in modules if name != Path(__file__).name)
 
 
-@pytest.mark.parametrize("name", sorted(ir.OPS))
+@pytest.mark.parametrize("name", sorted(n for n, op in ir.OPS.items() if op.provider == "dlvm-ir"))
 def test_every_instruction_has_an_interpreter_test(name: str) -> None:
     assert name in opcodes_used(), f"no test_interp_*.py module runs '{name}'"
 
 
 def test_every_instruction_has_interpreter_semantics() -> None:
-    missing = sorted(name for name, op in ir.OPS.items() if op.evaluate is None)
+    missing = sorted(name for name, op in ir.OPS.items()
+                     if op.evaluate is None and op.provider == "dlvm-ir")
     assert missing == []

@@ -1,14 +1,19 @@
 """Which instructions differentiate, in which mode, and what limits each rule has.
 
-    python -m dlvm.ad.coverage > docs/ad-coverage.md
+    python -m dlvm.ad.coverage                              # every installed instruction
+    python -m dlvm.ad.coverage --first-party > docs/ad-coverage.md
 
-The table is computed from the rule tables (so a plugin's rules show up too); the notes
+The table is computed from the instruction and rule tables after loading the plugins, so
+a plugin's instructions and rules show up too (noted with their distribution); the notes
 below are the limits of the built-in rules, kept next to the code that has them.
 """
 
 from __future__ import annotations
 
-from dlvm.ir.opdef import OPS
+import argparse
+
+from dlvm.ir.opdef import OPS, ensure_instructions
+from dlvm.ir.plugin import FIRST_PARTY, registry
 
 from .rules import ADJOINTS, NONDIFFERENTIABLE, TANGENTS, load_builtin_rules
 
@@ -56,11 +61,17 @@ NOTES = {
 MEMORY_NOTE = "memory is not differentiated: values it holds are constants"
 
 
-def rows() -> list[tuple[str, str, str, str, str]]:
-    """(category, opcode, adjoint, tangent, note) for every instruction."""
+def rows(first_party_only: bool = False) -> list[tuple[str, str, str, str, str]]:
+    """(category, opcode, adjoint, tangent, note) for every instruction, a plugin's included
+    unless `first_party_only` (DLVM's own distributions only)."""
     load_builtin_rules()
+    ensure_instructions()  # plugins define their instructions (and rules) when loaded
+    providers = {e.name: e.plugin.distribution for e in registry().instructions()}
     out = []
     for name, op in OPS.items():
+        provider = providers.get(name, op.provider)
+        if provider not in FIRST_PARTY and first_party_only:
+            continue
         if name in BY_THE_DRIVER:
             adjoint = tangent = "driver"
             note = BY_THE_DRIVER[name]
@@ -71,11 +82,14 @@ def rows() -> list[tuple[str, str, str, str, str]]:
             adjoint = "yes" if name in ADJOINTS else "no"
             tangent = "yes" if name in TANGENTS else "no"
             note = NOTES.get(name, MEMORY_NOTE if op.category == "memory" else "")
+        if provider not in FIRST_PARTY:
+            where = provider if provider not in ("", "?") else "outside any plugin"
+            note = "; ".join(filter(None, [f"from {where}", note]))
         out.append((op.category, name, adjoint, tangent, note))
     return sorted(out, key=lambda r: (r[0], r[1]))
 
 
-def markdown() -> str:
+def markdown(first_party_only: bool = False) -> str:
     lines = [
         "# Differentiation coverage",
         "",
@@ -88,9 +102,18 @@ def markdown() -> str:
         "| category | instruction | adjoint | tangent | notes |",
         "|---|---|---|---|---|",
     ]
-    lines += [f"| {c} | `{n}` | {a} | {t} | {note} |" for c, n, a, t, note in rows()]
+    lines += [f"| {c} | `{n}` | {a} | {t} | {note} |"
+              for c, n, a, t, note in rows(first_party_only)]
     return "\n".join(lines) + "\n"
 
 
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m dlvm.ad.coverage",
+                                     description="Print the differentiation coverage table.")
+    parser.add_argument("--first-party", action="store_true",
+                        help="only DLVM's own instructions (what docs/ad-coverage.md shows)")
+    print(markdown(parser.parse_args(argv).first_party), end="")
+
+
 if __name__ == "__main__":
-    print(markdown(), end="")
+    main()

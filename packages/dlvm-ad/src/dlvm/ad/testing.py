@@ -3,8 +3,9 @@
     check_gradient(text, "f", "df", [x, w])   # raises AssertionError with the worst entry
 
 `df` is a gradient declaration of `f` in the module text; the module is compiled
-for `target` (which differentiates it) and each returned derivative is compared
-with (f(x + h) − f(x − h)) / 2h of ⟨seed, f(x)⟩, entry by entry.
+for `target` (by default the interpreter, or `$DLVM_TEST_TARGET`; compiling
+differentiates it) and each returned derivative is compared with
+(f(x + h) − f(x − h)) / 2h of ⟨seed, f(x)⟩, entry by entry.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 import dlvm.ir as ir
 from dlvm.ir.derivatives import differentiated_output, wrt_indices
+from dlvm.ir.testing import target_under_test
 
 
 def _decl(module: ir.Module, name: str) -> tuple[ir.Function, ir.DerivativeDecl]:
@@ -45,14 +47,14 @@ def numeric_gradient(call: object, args: list[np.ndarray], index: int, seed: np.
 
 
 def check_gradient(text: str | ir.Module, f: str, df: str, args: Sequence[np.ndarray], *,
-                   seed: np.ndarray | None = None, target: str = "interp",
+                   seed: np.ndarray | None = None, target: str | None = None,
                    rtol: float = 1e-5, atol: float = 1e-7, rng: int = 0) -> tuple[np.ndarray, ...]:
     """Compare `@df`'s derivatives with finite differences of `@f`; returns `@df`'s outputs."""
     module = ir.parse(text, "check.dl") if isinstance(text, str) else text
     _fn, decl = _decl(module, df)
     of = decl.of
     assert isinstance(of, ir.Function)
-    exe = ir.compile(module, target=target)
+    exe = ir.compile(module, target=target or target_under_test())
     args = [np.asarray(a) for a in args]
     out_index = decl.from_index or 0
     primal = exe.call(f, *args)
@@ -84,14 +86,14 @@ def check_gradient(text: str | ir.Module, f: str, df: str, args: Sequence[np.nda
 
 
 def check_tangent(text: str | ir.Module, f: str, tf: str, args: Sequence[np.ndarray],
-                  tangents: Sequence[np.ndarray], *, target: str = "interp",
+                  tangents: Sequence[np.ndarray], *, target: str | None = None,
                   rtol: float = 1e-5, atol: float = 1e-7, h: float = 1e-6) -> np.ndarray:
     """Compare `@tf`'s output tangent with (f(x + h·t) − f(x − h·t)) / 2h."""
     module = ir.parse(text, "check.dl") if isinstance(text, str) else text
     _fn, decl = _decl(module, tf)
     of = decl.of
     assert isinstance(of, ir.Function)
-    exe = ir.compile(module, target=target)
+    exe = ir.compile(module, target=target or target_under_test())
     args = [np.asarray(a, dtype=np.asarray(a).dtype) for a in args]
     wrt = wrt_indices(decl, of.type_)
     out_index = decl.from_index or 0

@@ -6,7 +6,10 @@ come out of `dlvm`, `python -m dlvm.cli` and `CliRunner` in tests.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import warnings
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -33,7 +36,8 @@ class DlvmGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         try:
-            return super().invoke(ctx)
+            with plugin_warnings_reported():
+                return super().invoke(ctx)
         except click_exception_types():
             raise
         except BrokenPipeError:
@@ -42,6 +46,27 @@ class DlvmGroup(TyperGroup):
             if ctx.params.get(DEBUG_KEY) or errors.debug_from_env():
                 raise
             raise typer.Exit(errors.report(e)) from None
+
+
+@contextlib.contextmanager
+def plugin_warnings_reported() -> Iterator[None]:
+    """Show the registry's `PluginWarning`s (an unusable target, …) as `dlvm: warning:`
+    lines rather than as Python warnings with a file and line of DLVM's code."""
+    from dlvm.ir.plugin import PluginWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", PluginWarning)
+        show_python_warning = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: Any = None, line: str | None = None) -> None:
+            if issubclass(category, PluginWarning):
+                errors.warning(str(message))
+            else:
+                show_python_warning(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
 
 
 def show_version(value: bool) -> None:

@@ -21,5 +21,7 @@ class CliHooks:
     def register_commands(self, app: typer.Typer) -> None:
         """Add commands to `app`, preferably as one sub-app: `app.add_typer(sub, name="gpu")`.
 
-        A plugin must not reuse a core command name (`verify`, `opt`, `exec`, `plugins`).
+        A plugin must not reuse a command name that exists (the core `verify`, `opt`,
+        `exec`, `run`, `plugins`, or another plugin's): if it does, or if the hook raises,
+        everything it added is removed and `dlvm plugins` shows it as failed.
         """

@@ -6,6 +6,7 @@ inside `main()`, so a broken install is reported as a one-line error too.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -74,35 +75,62 @@ def debug_requested(args: list[str]) -> bool:
 
 
 def add_plugin_commands(app: typer.Typer, reg: Registry, *, debug: bool = False) -> None:
-    """Call each plugin's `register_commands(app)` separately, so a broken one is skipped."""
+    """Call each plugin's `register_commands(app)` separately, so a broken one is skipped,
+    recorded as failed (for `dlvm plugins`) and named in a warning."""
     manager = reg.manager
-    if not install_hookspecs(reg):
+    invalid = install_hookspecs(reg)
+    if invalid is None:
         return
     for impl in getattr(manager.hook, HOOK).get_hookimpls():
+        if impl.plugin_name in invalid:
+            continue
         others = [p for p in manager.get_plugins() if p is not impl.plugin]
         call = manager.subset_hook_caller(HOOK, remove_plugins=others)
         try:
             register_atomically(app, functools.partial(call, app=app))
-        except Exception as e:
-            label = plugin_label(reg, impl.plugin_name)
-            detail = " ".join(f"{type(e).__name__}: {e}".split())
-            errors.warning(f"{label} failed to register commands: {detail}; skipped")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # SystemExit too: one plugin must not end every command
+            from dlvm.ir.plugin import describe_error
+
+            plugin_failed(reg, impl.plugin_name, describe_error(e))
             if debug:
                 traceback.print_exception(e, file=sys.stderr)
 
 
-def install_hookspecs(reg: Registry) -> bool:
-    """Add the CLI hook to the registry's manager once; False if it cannot be called."""
+def install_hookspecs(reg: Registry) -> set[str] | None:
+    """Add the CLI hook to the registry's manager once.
+
+    Returns the plugins whose `register_commands` does not match the specification (they are
+    recorded as failed), or None when the hook cannot be called at all.
+    """
     from dlvm.cli.hookspecs import CliHooks
 
     caller = getattr(reg.manager.hook, HOOK, None)
     if caller is None or not caller.has_spec():
-        try:
-            reg.manager.add_hookspecs(CliHooks)
-        except Exception as e:  # a plugin's hookimpl does not match the spec
-            errors.warning(f"plugin commands: {type(e).__name__}: {e}")
+        with contextlib.suppress(Exception):  # pluggy stops at the first bad hookimpl;
+            reg.manager.add_hookspecs(CliHooks)  # all of them are checked below
     caller = getattr(reg.manager.hook, HOOK, None)
-    return caller is not None and caller.has_spec()
+    if caller is None or not caller.has_spec() or caller.spec is None:
+        errors.warning("plugin commands: the 'register_commands' hook could not be installed")
+        return None
+    invalid = set()
+    for impl in caller.get_hookimpls():
+        unknown = sorted(set(impl.argnames) - set(caller.spec.argnames))
+        if unknown:
+            invalid.add(impl.plugin_name)
+            plugin_failed(reg, impl.plugin_name,
+                          f"PluginValidationError: unknown arguments {', '.join(unknown)} "
+                          f"(the hook passes only: {', '.join(caller.spec.argnames)})")
+    return invalid
+
+
+def plugin_failed(reg: Registry, name: str, detail: str) -> None:
+    """Warn that a plugin's commands are missing, and record it for `dlvm plugins`."""
+    info = reg.plugin(name)
+    if info is not None:
+        info.fail(detail, where=HOOK)
+    errors.warning(f"{plugin_label(reg, name)} failed to register commands: {detail}; skipped")
 
 
 def register_atomically(app: typer.Typer, register: Callable[[], object]) -> None:
@@ -131,8 +159,8 @@ def register_atomically(app: typer.Typer, register: Callable[[], object]) -> Non
 
 
 def plugin_label(reg: Registry, name: str) -> str:
-    dist = next((p.distribution for p in reg.plugins if p.name == name), None)
-    return f"plugin '{name}' ({dist})" if dist else f"plugin '{name}'"
+    info = reg.plugin(name)
+    return info.label if info is not None else f"plugin '{name}'"
 
 
 # ------------------------------------------------------------------ exit

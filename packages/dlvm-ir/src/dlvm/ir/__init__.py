@@ -9,7 +9,7 @@ verifier, analyses, pass manager, plugin registry and reference interpreter.
         %s = reduce %x: <3 x f32> by add init 0.0: f32
         return %s: f32
     }''', filename="f.dl")
-    ir.run_passes(m, "cse,dce")                  # any pipeline text, e.g. "differentiation,O2"
+    ir.run_passes(m, "verify")                   # any pipeline text, e.g. "differentiation,O2"
     f = ir.compile(m, target="interp")["f"]      # or the fastest installed target: target=None
     print(f(np.arange(3, dtype=np.float32)))    # 3.0
 
@@ -20,7 +20,7 @@ docs/ir-reference.md.
 """
 
 from . import instructions as _instructions  # registers the instruction set
-from .api import clone, compile, has_gradient_declarations, run_passes
+from .api import clone, compile, has_gradient_declarations, replace_all_uses, run_passes
 from .builder import Builder, constant
 from .core import (
     AggregateLiteral,
@@ -41,11 +41,22 @@ from .core import (
     Value,
 )
 from .diagnostics import Diagnostic, DiagnosticError, DlvmError, Location, Source
-from .opdef import OPS, OpDef, TypeRuleError, define, lookup
+from .opdef import OPS, OpDef, TypeRuleError, define, ensure_instructions, lookup
 from .parser import parse, parse_file
 from .passes import FunctionPass, Pass, PassContext, PassError, PassManager, PassRecord
 from .pipeline import PipelineError, build_pipeline, parse_pipeline
-from .plugin import Registry, RegistryError, hookimpl, make_registry, registry
+from .plugin import (
+    PluginWarning,
+    RegisterFrontend,
+    RegisterPass,
+    RegisterPipeline,
+    RegisterTarget,
+    Registry,
+    RegistryError,
+    hookimpl,
+    make_registry,
+    registry,
+)
 from .printer import print_function, print_instruction, print_module
 from .runtime import ExecutionError
 from .target import Executable, Target
@@ -117,6 +128,7 @@ __all__ = [
     "print_function",
     "print_module",
     "registry",
+    "replace_all_uses",
     "run_passes",
     "verify",
 ]

@@ -3,15 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from .core import DerivativeDecl, Module
+from .core import DerivativeDecl, Function, Module, Value
 from .diagnostics import DlvmError
 from .passes import Pass, PassManager, PassRecord
 from .pipeline import build_pipeline
 from .plugin import registry
 from .printer import print_module
 from .target import Executable
+
+T = TypeVar("T")
+
+
+def replace_all_uses(fn: Function, old: Value, new: Value) -> int:
+    """Make every use of `old` in `fn` a use of `new` (operands, branch arguments, literal
+    elements); returns the number of instructions changed."""
+    count = 0
+    mapping = {old: new}
+    for block in fn.blocks:
+        for inst in block.instructions:
+            if inst.replace_uses(mapping):
+                count += 1
+    return count
+
+
+def in_plugin(kind: str, obj: Any, what: str, run: Callable[[], T]) -> T:
+    """`run()`, with an unexpected exception raised by a plugin's code reported as an error
+    naming the plugin (a `DlvmError` is a deliberate message and passes unchanged)."""
+    try:
+        return run()
+    except DlvmError:
+        raise
+    except Exception as e:
+        owner = registry().owner(kind, obj)
+        if owner is None or owner.first_party:
+            raise
+        raise DlvmError(f"{what} of {owner.label} failed: {type(e).__name__}: {e}") from e
 
 
 def run_passes(
@@ -50,4 +78,5 @@ def compile(module: Module, target: str | None = None, **options: Any) -> Execut
                             "'differentiation' pass from dlvm-ad: pip install dlvm-ad")
         module = clone(module)
         run_passes(module, "differentiation")
-    return reg.make_target(target, **options).compile(module)
+    made = reg.make_target(target, **options)
+    return in_plugin("target", made, f"target '{made.name}'", lambda: made.compile(module))

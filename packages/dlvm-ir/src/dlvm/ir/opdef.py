@@ -6,6 +6,11 @@ follow), its type rule, its traits and its numpy semantics. Other packages
 attach their own rules (adjoints, folding, lowering) to it by opcode, in
 their own tables; a plugin adds an instruction by calling `define`.
 
+The table holds every installed instruction: a name that `lookup` does not
+find makes it load the plugin registry once (whose `register_instructions`
+hooks define the plugins' instructions) and look again, so parsing sees a
+plugin's instructions without the caller loading plugins first.
+
 Format strings are space-separated pieces:
   `word`            a keyword, printed and expected verbatim
   `,`               a comma
@@ -16,7 +21,10 @@ Format strings are space-separated pieces:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +99,8 @@ class OpDef:
     fields: tuple[tuple[str, str], ...] = ()  # (name, kind) in syntax order
     value_fields: tuple[str, ...] = ()
     target_fields: tuple[str, ...] = ()
+    module: str = ""  # the module that called `define`
+    provider: str = ""  # the distribution that defined it ("" when unknown)
 
     def __post_init__(self) -> None:
         fields = tuple(_fields_of(self.format))
@@ -163,6 +173,24 @@ def compile_format(spec: str) -> tuple[Piece, ...]:
 OPS: dict[str, OpDef] = {}
 ALIASES: dict[str, str] = {}
 
+BUILTIN_PROVIDER = "dlvm-ir"
+_PROVIDER: ContextVar[str] = ContextVar("dlvm_ir_instruction_provider", default="")
+_plugins_loaded = False
+
+
+@contextmanager
+def provided_by(distribution: str) -> Iterator[None]:
+    """Attribute the instructions defined inside the block to `distribution`.
+
+    The plugin registry wraps each plugin's loading in it, so that `dlvm plugins`
+    can name the distribution behind every instruction.
+    """
+    token = _PROVIDER.set(distribution)
+    try:
+        yield
+    finally:
+        _PROVIDER.reset(token)
+
 
 def define(
     name: str,
@@ -176,9 +204,15 @@ def define(
     category: str = "",
     **extra: Any,
 ) -> OpDef:
-    """Register an instruction. Redefining an opcode is an error."""
-    if name in OPS or name in ALIASES:
-        raise ValueError(f"instruction {name!r} is already defined")
+    """Register an instruction. Redefining an opcode or alias is an error naming the
+    distribution that has it (recorded from `provided_by`, or dlvm-ir's own modules)."""
+    for taken in (name, *aliases):
+        if taken in OPS or taken in ALIASES:
+            owner = OPS[ALIASES.get(taken, taken)].provider
+            by = f" by {owner}" if owner else ""
+            raise ValueError(f"instruction {taken!r} is already defined{by}")
+    module = sys._getframe(1).f_globals.get("__name__", "")
+    provider = _PROVIDER.get() or (BUILTIN_PROVIDER if _in_dlvm_ir(module) else "")
     op = OpDef(
         name=name,
         format=compile_format(format),
@@ -189,6 +223,8 @@ def define(
         summary=summary,
         category=category,
         extra=dict(extra),
+        module=module,
+        provider=provider,
     )
     OPS[name] = op
     for a in aliases:
@@ -196,9 +232,39 @@ def define(
     return op
 
 
+def _in_dlvm_ir(module: str) -> bool:
+    return module == "dlvm.ir" or module.startswith("dlvm.ir.")
+
+
 def lookup(name: str) -> OpDef | None:
-    """The definition of an opcode or of one of its aliases."""
+    """The definition of an opcode or of one of its aliases.
+
+    A miss loads the installed plugins' instructions (once per process) and looks again.
+    """
+    op = _find(name)
+    if op is None and not _plugins_loaded:
+        ensure_instructions()
+        op = _find(name)
+    return op
+
+
+def _find(name: str) -> OpDef | None:
     op = OPS.get(name)
     if op is None and name in ALIASES:
         op = OPS[ALIASES[name]]
     return op
+
+
+def ensure_instructions() -> None:
+    """Define every installed plugin's instructions, by loading the plugin registry.
+
+    Runs at most once per process, and is a no-op while the registry is being
+    loaded; call it before listing `OPS`. (`dlvm.ir.registry()` does the same.)
+    """
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    from .plugin import registry  # imported late: the registry imports plugins, which import us
+
+    registry()

@@ -18,7 +18,7 @@ from .diagnostics import DlvmError
 from .passes import Pass
 from .plugin import Registry, RegistryError, registry
 
-_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+(?::[A-Za-z0-9_.\-]+)?")  # or plugin:name
 MAX_EXPANSION_DEPTH = 16
 
 
@@ -143,15 +143,16 @@ def convert_option(value: Any, hint: Any, what: str) -> Any:
 def make_pass(name: str, options: dict[str, Any], reg: Registry | None = None) -> Pass:
     """Instantiate a registered pass with options (text or already-typed values)."""
     reg = reg or registry()
-    cls = reg.entry("pass", name).load()
-    types_ = cls.option_types()
+    entry = reg.entry("pass", name)
+    types_ = entry.load().option_types()
     kwargs = {}
     for key, value in options.items():
         if key not in types_:
             known = ", ".join(types_) or "none"
             raise PipelineError(f"pass '{name}' has no option '{key}' (options: {known})")
         kwargs[key] = convert_option(value, types_[key], f"option '{key}' of pass '{name}'")
-    return cls(**kwargs)
+    made: Pass = entry.create(**kwargs)
+    return made
 
 
 def build_pipeline(text: str, reg: Registry | None = None, _depth: int = 0) -> list[Pass]:

@@ -80,9 +80,15 @@ def check_option(name: str, value: Any, kind: type, *, minimum: float | None = N
     from command lines and TOML files, so a wrong one is the user's mistake, not a bug)."""
     if value is None and optional:
         return
-    numeric = kind is float and isinstance(value, int | float) and not isinstance(value, bool)
-    if not (numeric or (isinstance(value, kind) and not isinstance(value, bool))):
-        article = "an integer" if kind is int else "a number" if kind is float else kind.__name__
+    if kind is bool:
+        ok = isinstance(value, bool)
+    elif kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kind) and not isinstance(value, bool)
+    if not ok:
+        article = {int: "an integer", float: "a number", bool: "true or false"}.get(
+            kind, kind.__name__)
         raise DlvmError(f"target option '{name}' must be {article}, found {value!r}")
     if isinstance(value, float) and math.isnan(value):
         raise DlvmError(f"target option '{name}' must be a number, found nan")
@@ -95,6 +101,12 @@ class Target(ABC):
     """A code generator. Subclasses are dataclasses whose fields are their options."""
 
     name = "target"
+    emits: tuple[str, ...] = ()  # what `emit` can write, e.g. ("llvm", "asm", "obj")
 
     @abstractmethod
     def compile(self, module: Module) -> Executable: ...
+
+    def emit(self, module: Module, what: str) -> str | bytes:
+        """The module as this target's code: text (`llvm`, `asm`, `ptx`) or bytes (`obj`)."""
+        kinds = ", ".join(self.emits) or "nothing"
+        raise DlvmError(f"target '{self.name}' cannot emit '{what}' (it emits: {kinds})")

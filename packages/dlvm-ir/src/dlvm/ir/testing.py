@@ -8,12 +8,14 @@ cross-entropy with its gradient declaration, at any sizes. `COUNTED_LOOP` is the
 program with a back edge, a trip count given as an argument and a gradient declaration: the
 loop the control-flow passes and AD are first tried on.
 
-Each distinct text is parsed, verified and compiled once.
+Each distinct text is parsed, verified and compiled once, for the interpreter or for the
+target `$DLVM_TEST_TARGET` names.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 
@@ -22,12 +24,20 @@ from .parser import parse
 from .target import Executable
 from .verifier import verify
 
+# The target the helpers compile for: the interpreter, or (to run the interpreter's tests on
+# a code generator, which must compute the same) the one `DLVM_TEST_TARGET` names.
+TARGET_ENV = "DLVM_TEST_TARGET"
+
+
+def target_under_test() -> str:
+    return os.environ.get(TARGET_ENV) or "interp"
+
 
 @functools.cache
-def executable(text: str) -> Executable:
+def executable(text: str, target: str | None = None) -> Executable:
     module = parse(text)
     verify(module)
-    return compile(module, target="interp")
+    return compile(module, target=target or target_under_test())
 
 
 def run(text: str, fn: str, *args: object) -> tuple[np.ndarray, ...]:

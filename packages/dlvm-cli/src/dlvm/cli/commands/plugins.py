@@ -1,7 +1,7 @@
-"""`dlvm plugins`: what is installed, who provides each name, and what failed to load.
+"""`dlvm plugins`: what is installed, who provides each name, and what failed or clashed.
 
-It only reads the registry (which imports no pass or target), so it works —
-and is most useful — when some plugin is broken.
+It only reads the registry (which imports no pass, only the default target), so it
+works — and is most useful — when some plugin is broken.
 """
 
 from __future__ import annotations
@@ -26,14 +26,17 @@ STATUS_STYLES = {"ok": "green", "failed": "bold red", "blocked": "yellow"}
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
-    """List plugins, and every pass, target, front end and pipeline with its provider."""
+    """List plugins, and every pass, target, front end, pipeline and instruction with its
+    provider."""
     if unrelated_dlvm_installed():
         warning("the unrelated PyPI package 'dlvm' is installed and may shadow this one's "
                 "namespace: pip uninstall dlvm")
     reg = registry()
     for p in reg.plugins:  # whole, on one line each: table cells wrap long messages
         if p.status == "failed":
-            warning(f"plugin '{p.name}' ({p.distribution}) failed to load: {p.error}")
+            warning(f"{p.label} failed to load: {p.error}")
+    for clash in reg.clashes:
+        warning(f"name clash: {clash}")
     if as_json:
         typer.echo(json.dumps(describe(reg), indent=2))
     else:
@@ -43,8 +46,16 @@ def plugins(
 def default_target(reg: Registry) -> str | None:
     try:
         return reg.default_target()
-    except Exception:  # no target installed is worth showing, not failing on
+    except Exception:  # no usable target is worth showing, not failing on
         return None
+
+
+def registrations(reg: Registry, kind: str) -> list[Entry]:
+    """Every registration of a kind: the plain names, then those reachable only qualified."""
+    plain = [reg.entries[kind][name] for name in reg.names(kind)]
+    shadowed = [reg.qualified[kind][q] for q in reg.qualified_names(kind)
+                if reg.entries[kind].get(reg.qualified[kind][q].name) is not reg.qualified[kind][q]]
+    return plain + shadowed
 
 
 def describe(reg: Registry) -> dict[str, Any]:
@@ -55,13 +66,25 @@ def describe(reg: Registry) -> dict[str, Any]:
         "default_target": default_target(reg),
     }
     for kind, (key, _) in SECTIONS.items():
-        data[key] = [entry_data(reg.entries[kind][name]) for name in reg.names(kind)]
+        data[key] = [entry_data(reg, e) for e in registrations(reg, kind)]
+    data["instructions"] = [
+        {"name": e.name, "distribution": e.plugin.distribution, "plugin": e.plugin.name,
+         "summary": e.summary, "aliases": list(e.factory.aliases)}
+        for e in reg.instructions()]
+    data["clashes"] = [
+        {"kind": c.kind, "name": c.name, "kept": c.kept.plugin.distribution,
+         "shadowed": c.shadowed.plugin.distribution,
+         "qualified_name": c.shadowed.qualified_name, "message": str(c)}
+        for c in reg.clashes]
     return data
 
 
-def entry_data(e: Entry) -> dict[str, Any]:
-    return {"name": e.name, "distribution": e.plugin.distribution, "summary": e.summary,
-            "alias_of": e.alias_of}
+def entry_data(reg: Registry, e: Entry) -> dict[str, Any]:
+    """One registration; `plain` says whether its plain name reaches it (no clash lost)."""
+    return {"name": e.name, "qualified_name": e.qualified_name,
+            "plain": reg.entries[e.kind].get(e.name) is e,
+            "distribution": e.plugin.distribution, "plugin": e.plugin.name,
+            "summary": e.summary, "alias_of": e.alias_of}
 
 
 def print_tables(reg: Registry) -> None:
@@ -71,8 +94,9 @@ def print_tables(reg: Registry) -> None:
     console.print(plugin_table(reg))
     default = default_target(reg)
     for kind, (_, title) in SECTIONS.items():
-        entries = [reg.entries[kind][name] for name in reg.names(kind)]
-        console.print(entry_table(title, entries, default if kind == "target" else None))
+        console.print(entry_table(reg, title, registrations(reg, kind),
+                                  default if kind == "target" else None))
+    console.print(entry_table(reg, "Instructions", reg.instructions(), None))
 
 
 def plugin_table(reg: Registry) -> Table:
@@ -88,7 +112,7 @@ def plugin_table(reg: Registry) -> Table:
     return table
 
 
-def entry_table(title: str, entries: list[Entry], default: str | None) -> Table:
+def entry_table(reg: Registry, title: str, entries: list[Entry], default: str | None) -> Table:
     from rich.table import Table
     from rich.text import Text
 
@@ -96,8 +120,13 @@ def entry_table(title: str, entries: list[Entry], default: str | None) -> Table:
     for column in ("Name", "Provided by", "Summary"):
         table.add_column(column, overflow="fold")
     for e in entries:
-        name = f"{e.name} (default)" if e.name == default else e.name
         summary = f"alias of {e.alias_of}" if e.alias_of else e.summary
+        if e.kind == "instruction" or reg.entries[e.kind].get(e.name) is e:
+            name = f"{e.name} (default)" if e.name == default else e.name
+        else:  # lost a name clash: reachable by its qualified name only
+            owner = reg.entries[e.kind][e.name].plugin.distribution
+            name = e.qualified_name
+            summary = f"('{e.name}' is {owner}'s) {summary}"
         table.add_row(Text(name), Text(e.plugin.distribution), Text(summary))
     if not entries:
         table.add_row(Text("(none)", style="dim"), "", "")
