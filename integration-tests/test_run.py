@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -239,3 +240,351 @@ def test_the_progress_bar_and_the_plain_lines_describe_each_epoch() -> None:
     with Reporter(fancy=True).training(5, 1, 3) as bar:  # a rich progress bar
         bar.step(0.5)
         bar.epoch(record)
+
+
+# ---------------------------------------------------------------- hostile input
+#
+# Every bad input is one line naming the key (or `dlvm: error: …`), exit status 1, never a
+# traceback, an internal error or numpy's advice to unpickle; and never lost data.
+
+
+def run_here(*args: str | Path) -> Any:
+    """`dlvm run ARGS…` in this process (quicker than a subprocess); a click Result."""
+    from typer.testing import CliRunner
+
+    from dlvm.cli.main import make_app
+
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(make_app(), ["run", *map(str, args)])
+
+
+def one_error(project: Path, *args: str, toml: str | None = None) -> str:
+    """Run the fixture pipeline (or `toml`) expecting exactly one error line; return it."""
+    if toml is not None:
+        (project / "pipeline.toml").write_text(toml)
+    done = run_here(project / "pipeline.toml", *args)
+    assert done.exit_code == 1, done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "internal error" not in lines[0] and "allow_pickle" not in lines[0]
+    return lines[0]
+
+
+def save_data(project: Path, name: str, **arrays: Any) -> str:
+    np.savez(project / name, **arrays)
+    return f'data.path="{name}"'
+
+
+def blobs() -> dict[str, np.ndarray]:
+    with np.load(FIXTURE / "blobs.npz") as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    ("{seed = -1}", "target.options.seed: target 'interp': option 'seed' must be at least 0"),
+    ('{seed = "abc"}', "target.options.seed: target 'interp': option 'seed' must be an integer"),
+    ('{timeout = "abc"}', "target.options.timeout: target 'interp': option 'timeout' must be "
+                          "a number"),
+    ("{bogus = 1}", "target.options.bogus: bad options for target 'interp'"),
+])
+def test_bad_target_options_are_found_by_a_dry_run(project: Path, options: str,
+                                                   expected: str) -> None:
+    line = one_error(project, "--dry-run", "--set", f"target.options={options}")
+    assert line.startswith("--set target.options: error: ") and expected in line
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("train.checkpoint", '"/tmp"', "train.checkpoint: cannot write '/tmp': '/tmp' is a directory"),
+    ("train.metrics", '"linear.dl/m.jsonl"', "linear.dl' is not a directory"),
+    ("emit.output", '"out"', "emit.output: cannot write"),
+    ("call.output", '"blobs.npz/x/y.npz"', "blobs.npz' is not a directory"),
+])
+def test_output_paths_are_checked_before_any_work(project: Path, key: str, value: str,
+                                                  expected: str) -> None:
+    (project / "out").mkdir()
+    np.savez(project / "wb.npz", w=np.zeros((4, 3), np.float32), b=np.zeros(3, np.float32))
+    extra = ["--set", 'call.function="predict"', "--set", 'call.args=["blobs.npz:inputs"]',
+             "--set", 'call.parameters="wb.npz"'] if key == "call.output" else []
+    extra += ["--set", 'emit.output="x.dl"'] if key != "emit.output" else []
+    line = one_error(project, "--set", f"{key}={value}", *extra)
+    assert expected in line
+    assert list((project / "out").iterdir()) == []
+    assert not Path("/tmp.tmp").exists()
+
+
+def test_a_dry_run_checks_the_elements_of_arrays(project: Path) -> None:
+    done = run_here(project / "pipeline.toml", "--dry-run", "--set",
+                    "train.parameters=[1,2,3,4]")
+    assert done.exit_code == 1
+    assert done.stderr.splitlines()[0] == ("--set train.parameters: error: "
+                                           "train.parameters[0]: expected a string, found an "
+                                           "integer 1")
+    line = one_error(project, "--dry-run", "--set", 'train.parameters=["w", "w"]')
+    assert "train.parameters[1]: parameter name 'w' is given twice" in line
+    line = one_error(project, "--dry-run", "--set", 'train.parameters=["w", "epoch"]')
+    assert "train.parameters[1]: parameter name 'epoch' is reserved" in line
+
+
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_labels_outside_the_classes_name_the_first_bad_row(project: Path, bad: int) -> None:
+    data = blobs()
+    data["labels"][[7, 9]] = bad
+    line = one_error(project, "--dry-run", "--set", save_data(project, "bad.npz", **data))
+    assert f"data.labels: label {bad} in row 7 of 'labels' is outside 0..2 (one_hot = 3)" in line
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"", "is empty, not an .npz or .npy file"),
+    (b"PK\x03\x04 not really a zip", "is not a valid .npz archive"),
+    (b"PKxx", "is not a valid .npz archive"),
+    (b"hello\n", "is not an .npz or .npy file"),
+    (b"\x80\x04pickle", "holds pickled Python objects, which are never loaded"),
+])
+def test_broken_data_files_are_one_line_each(project: Path, content: bytes,
+                                             expected: str) -> None:
+    (project / "bad.npz").write_bytes(content)
+    for key in ("data.path", "train.load"):
+        line = one_error(project, "--dry-run", "--set", f'{key}="bad.npz"')
+        assert f"{key}: " in line and expected in line
+
+
+def test_the_wrong_kind_of_file_is_named(project: Path) -> None:
+    np.save(project / "single.npy", blobs()["inputs"])
+    line = one_error(project, "--dry-run", "--set", 'data.path="single.npy"')
+    assert "holds a single array (.npy), not an .npz archive" in line
+    line = one_error(project, "--dry-run", "--set", 'train.load="linear.dl"')
+    assert "train.load: " in line and "linear.dl' is not an .npz or .npy file" in line
+    line = one_error(project, "--dry-run", "--set",
+                     save_data(project, "zero.npz", inputs=np.float32(1), labels=blobs()["labels"]))
+    assert "data.inputs: 'inputs' is a single value; it needs one example per row" in line
+    objects = np.empty(120, dtype=object)
+    line = one_error(project, "--dry-run", "--set",
+                     save_data(project, "obj.npz", inputs=objects, labels=blobs()["labels"]))
+    assert "holds pickled Python objects, which are never loaded" in line
+
+
+def test_a_mismatched_checkpoint_is_found_before_resuming(project: Path) -> None:
+    (project / "out").mkdir()
+    np.savez(project / "out" / "params.npz", w=np.ones((4, 2)), b=np.ones(3), epoch=2)
+    line = one_error(project, "--resume", "--dry-run")
+    assert "train.checkpoint: 'params.npz': parameter 'w' has shape <4 x 2>" in line
+
+
+@pytest.mark.parametrize("key", ["train.learning_rate", "data.scale", "train.decay"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_numbers_must_be_finite(project: Path, key: str, value: str) -> None:
+    line = one_error(project, "--dry-run", "--set", f"{key}={value}")
+    assert f"{key}: must be a finite number, found {value.replace('-', '-')}" in line
+
+
+def test_conversions_that_lose_values_are_refused(project: Path) -> None:
+    data = blobs()
+    data["inputs"] = data["inputs"].astype(np.float64) * 1e300
+    line = one_error(project, "--dry-run", "--set", save_data(project, "big.npz", **data))
+    assert "data.inputs: 'big.npz' array 'inputs': the value" in line and "overflows f32" in line
+    line = one_error(project, "--dry-run", "--set", "train.learning_rate=1e300")
+    assert "train.learning_rate: the learning rate: the value 1e+300 overflows f32" in line
+
+
+def test_a_nonfinite_loss_stops_training_and_keeps_the_last_checkpoint(project: Path) -> None:
+    assert run_here(project / "pipeline.toml", "--set", "train.epochs=1").exit_code == 0
+    data = blobs()
+    data["inputs"][:, 0] = np.inf
+    poisoned = save_data(project, "inf.npz", **data)
+    done = run_here(project / "pipeline.toml", "--resume", "--set", poisoned,
+                    "--set", "train.epochs=3")
+    assert done.exit_code == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"dlvm: error: training stopped: the loss is nan at epoch 2, step 1; "
+        f"'{project / 'out' / 'params.npz'}' keeps the parameters after epoch 1 "
+        "(set train.allow_nonfinite = true to go on)")
+    with np.load(project / "out" / "params.npz") as ckpt:
+        assert int(ckpt["epoch"]) == 1
+    assert [m["epoch"] for m in metrics(project)] == [1]
+    allowed = run_here(project / "pipeline.toml", "--resume", "--set", poisoned,
+                       "--set", "train.epochs=2", "--set", "train.allow_nonfinite=true")
+    assert allowed.exit_code == 0, allowed.stderr
+    assert metrics(project)[-1]["loss"] is None  # NaN is not JSON: written as null
+
+
+@pytest.mark.parametrize(("setting", "expected"), [
+    ("data.test_fraction=0.999", "data.test_fraction: holds out all 120 examples; none are "
+                                 "left to train on"),
+    ("data.test_fraction=0", "data.test_fraction: holds out none of the 120 examples, so "
+                             "train.evaluate has nothing to evaluate"),
+])
+def test_an_empty_training_or_test_split_is_an_error(project: Path, setting: str,
+                                                     expected: str) -> None:
+    assert expected in one_error(project, "--dry-run", "--set", setting)
+
+
+def test_an_empty_dataset_is_an_error(project: Path) -> None:
+    empty = save_data(project, "empty.npz", inputs=np.zeros((0, 4), np.float32),
+                      labels=np.zeros(0, np.int64))
+    line = one_error(project, "--dry-run", "--set", empty)
+    assert "data.path: 'empty.npz' holds no examples ('inputs' has 0 rows)" in line
+
+
+def test_resuming_at_the_last_epoch_says_there_is_nothing_to_do(project: Path) -> None:
+    assert run_here(project / "pipeline.toml").exit_code == 0
+    done = run_here(project / "pipeline.toml", "--resume")
+    assert done.exit_code == 0
+    assert done.stderr == "dlvm: note: nothing to do: checkpoint is at epoch 4 of 4\n"
+    assert len(metrics(project)) == 4
+
+
+def test_an_output_that_is_an_input_is_refused(project: Path) -> None:
+    source = (project / "linear.dl").read_text()
+    line = one_error(project, "--set", 'emit.output="linear.dl"')
+    assert "emit.output: " in line and "is also an input (module.path); refusing to " \
+                                       "overwrite it" in line
+    (project / "alias.dl").symlink_to(project / "linear.dl")
+    line = one_error(project, "--set", 'emit.output="alias.dl"')
+    assert "is also an input (module.path)" in line
+    line = one_error(project, "--set", 'train.metrics="pipeline.toml"')
+    assert "is also an input (the pipeline file)" in line
+    line = one_error(project, "--set", 'train.checkpoint="blobs.npz"')
+    assert "is also an input (data.path)" in line
+    line = one_error(project, "--set", 'train.metrics="out/params.npz"')
+    assert "train.metrics: " in line and "is also written as train.checkpoint" in line
+    assert (project / "linear.dl").read_text() == source
+
+
+def test_a_fresh_run_does_not_replace_an_earlier_one(project: Path) -> None:
+    assert run_here(project / "pipeline.toml", "--set", "train.epochs=2").exit_code == 0
+    before = (project / "out" / "metrics.jsonl").read_text()
+    done = run_here(project / "pipeline.toml")
+    assert done.exit_code == 1
+    assert f"train.checkpoint: '{project / 'out' / 'params.npz'}' is left from an earlier " \
+           "run: pass --resume to continue that run, or --overwrite to start again" \
+           in done.stderr
+    assert (project / "out" / "metrics.jsonl").read_text() == before
+    again = run_here(project / "pipeline.toml", "--overwrite", "--set", "train.epochs=1")
+    assert again.exit_code == 0, again.stderr
+    assert [m["epoch"] for m in metrics(project)] == [1]
+    both = run_here(project / "pipeline.toml", "--overwrite", "--resume")
+    assert both.exit_code == 1 and "give one of them" in both.stderr
+
+
+def test_the_metrics_record_is_written_before_the_checkpoint(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dlvm.cli.run.train as train
+
+    def killed(*args: Any) -> None:
+        raise KeyboardInterrupt  # as if the process died while writing the checkpoint
+
+    monkeypatch.setattr(train, "save_checkpoint", killed)
+    run_here(project / "pipeline.toml")
+    assert [m["epoch"] for m in metrics(project)] == [1]
+    assert not (project / "out" / "params.npz").exists()
+
+
+def test_resume_drops_metrics_beyond_the_checkpoint_and_stale_temporaries(project: Path) -> None:
+    assert run_here(project / "pipeline.toml", "--set", "train.epochs=2").exit_code == 0
+    with open(project / "out" / "metrics.jsonl", "a") as f:
+        f.write('{"epoch": 3, "loss": 0.5}\n{"epoch": 4, "lo')  # killed before checkpoint 3
+    (project / "out" / "params.npz.tmp").write_bytes(b"")  # killed while writing one
+    done = run_here(project / "pipeline.toml", "--resume", "--set", "train.epochs=3")
+    assert done.exit_code == 0, done.stderr
+    assert "dropped the incomplete last line" in done.stderr
+    assert "dropped 1 record(s)" in done.stderr and "after epoch 2" in done.stderr
+    assert [m["epoch"] for m in metrics(project)] == [1, 2, 3]
+    assert not (project / "out" / "params.npz.tmp").exists()
+
+
+def test_resume_notes_metrics_that_are_missing(project: Path) -> None:
+    assert run_here(project / "pipeline.toml", "--set", "train.epochs=2").exit_code == 0
+    lines = (project / "out" / "metrics.jsonl").read_text().splitlines()
+    (project / "out" / "metrics.jsonl").write_text(lines[1] + "\n")
+    done = run_here(project / "pipeline.toml", "--resume", "--set", "train.epochs=3")
+    assert done.exit_code == 0
+    assert "lacks the metrics of epoch(s) 1" in done.stderr
+
+
+PASS_LIST = """[module]
+path = "linear.dl"
+[[passes.list]]
+name = "differentiation"
+options = { checkpoint = false }
+[[passes.list]]
+name = "inline"
+options = { threshold = 5 }
+[emit]
+output = "out/x.dl"
+"""
+
+
+def test_a_pass_list_becomes_pipeline_text(project: Path) -> None:
+    (project / "pipeline.toml").write_text(PASS_LIST)
+    done = run_here(project / "pipeline.toml", "--dry-run")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["passes"]["pipeline"] == \
+        "differentiation{checkpoint=false},inline{threshold=5}"
+
+
+def test_pass_list_errors_name_the_item_and_option(project: Path) -> None:
+    toml = PASS_LIST.replace("{ threshold = 5 }", "{ threshold = 5, bogus = 1 }")
+    line = one_error(project, "--dry-run", toml=toml)
+    assert ":8:" in line and "passes.list[1].options.bogus: pass 'inline' has no option " \
+                               "'bogus'" in line
+    toml = PASS_LIST.replace("{ threshold = 5 }", '{ threshold = "5x" }')
+    line = one_error(project, "--dry-run", toml=toml)
+    assert "passes.list[1].options.threshold: option 'threshold' of pass 'inline': " \
+           "expected int, found '5x'" in line and "column" not in line
+    line = one_error(project, "--dry-run", toml=PASS_LIST.replace('"inline"', '"inlien"'))
+    assert "passes.list[1].name: unknown pass 'inlien'" in line
+
+
+@pytest.mark.parametrize(("setting", "expected"), [
+    ("trian.epochs=3", "--set trian.epochs: error: trian: unknown key 'trian'"),
+    ("train.epoch=3", "--set train.epoch: error: train.epoch: unknown key 'epoch'"),
+    ("train.parameters=[1,2", "--set train.parameters: error: invalid TOML value '[1,2'"),
+    ("train..epochs=3", "--set train..epochs=3: error: expected KEY=VALUE"),
+    ("train.epochs.x=3", "--set train.epochs.x: error: 'epochs' is not a table"),
+    ("emit.what=ir", "--set emit.what: error: emit: missing required key 'output'"),
+])
+def test_set_errors_name_the_override(project: Path, setting: str, expected: str) -> None:
+    assert one_error(project, "--dry-run", "--set", setting).startswith(expected)
+
+
+def test_a_directory_is_not_called_missing(project: Path) -> None:
+    line = one_error(project, "--dry-run", "--set", 'module.path="."')
+    assert line.endswith(f"module.path: '{project}' is a directory, not a file")
+
+
+def test_a_byte_order_mark_is_accepted(project: Path) -> None:
+    (project / "pipeline.toml").write_bytes(b"\xef\xbb\xbf" + VALID.encode())
+    done = run_here(project / "pipeline.toml", "--dry-run")
+    assert done.exit_code == 0, done.stderr
+
+
+SPIN = """func @spin: (f32) -> f32 {
+'entry(%x: f32):
+    branch 'loop(%x: f32)
+'loop(%y: f32):
+    branch 'loop(%y: f32)
+}
+"""
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    ("{max_steps = 1000}", "'@spin' exceeded the limit of 1000 steps"),
+    ("{timeout = 0.2}", "'@spin' exceeded the timeout of 0.2 s"),
+])
+def test_target_limits_stop_a_runaway_call(project: Path, options: str, expected: str) -> None:
+    (project / "spin.dl").write_text(SPIN)
+    np.save(project / "x.npy", np.float32(1))
+    toml = f"""[module]
+path = "spin.dl"
+[target]
+name = "interp"
+options = {options}
+[call]
+function = "spin"
+args = ["x.npy"]
+"""
+    line = one_error(project, toml=toml)
+    assert line.startswith("dlvm: error: ") and expected in line

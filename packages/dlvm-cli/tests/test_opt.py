@@ -125,3 +125,20 @@ def test_invalid_input_is_rejected_before_passes(invoke: Invoke, two_errors: Pat
 def test_no_verify_still_runs(invoke: Invoke, double: Path) -> None:
     result = invoke("opt", str(double), "-p", "strip-names", "--no-verify")
     assert result.exit_code == 0
+
+
+def test_an_unwritable_output_is_refused_before_the_passes(invoke: Invoke, double: Path,
+                                                           tmp_path: Path) -> None:
+    for output in (tmp_path, double / "out.dl"):
+        result = invoke("opt", str(double), "-p", "no-such-pass", "-o", str(output))
+        assert result.exit_code == 1
+        assert result.stderr.startswith(f"dlvm: error: cannot write '{output}': ")
+        assert result.stderr.count("\n") == 1
+
+
+def test_the_output_is_replaced_whole(invoke: Invoke, double: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.dl"
+    result = invoke("opt", str(double), "-o", str(out))
+    assert result.exit_code == 0
+    assert out.read_text() == ir.print_module(ir.parse(double.read_text()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["double.dl", "out.dl"]

@@ -7,8 +7,11 @@ for diagnostics, `dlvm: error: …` for other DLVM errors, and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 EXIT_OK = 0
@@ -68,9 +71,17 @@ def report(exc: BaseException) -> int:
         error(str(exc) or type(exc).__name__)
         if isinstance(exc, RegistryError | PipelineError):
             note_failed_plugins()
+    elif isinstance(exc, MemoryError):
+        out_of_memory(exc)
     else:
         return internal_error(exc)
     return EXIT_FAILURE
+
+
+def out_of_memory(exc: MemoryError) -> None:
+    """A huge tensor or file is the input's fault, not a bug: one line, like any error."""
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    error(f"out of memory: {detail}" if detail else "out of memory")
 
 
 def internal_error(exc: BaseException) -> int:
@@ -78,6 +89,24 @@ def internal_error(exc: BaseException) -> int:
     detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     emit(f"dlvm: internal error: {detail} (re-run with --debug for a traceback)")
     return EXIT_FAILURE
+
+
+@contextlib.contextmanager
+def warnings_reported() -> Iterator[None]:
+    """Show warnings raised while a command works (numpy's overflow in `exp`, …) as one
+    `dlvm: warning:` line each, once, never with a file and line of DLVM's own code."""
+    seen: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
+        if text not in seen:
+            seen.add(text)
+            warning(text)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 def note_failed_plugins() -> None:

@@ -1,4 +1,4 @@
-"""Reading modules (from files, front ends or stdin) and writing outputs.
+"""Reading modules (from files, front ends or stdin), command-line values, and writing outputs.
 
 Every failure here is a `DlvmError` with a one-line message, so commands
 need no error handling of their own.
@@ -7,9 +7,10 @@ need no error handling of their own.
 from __future__ import annotations
 
 import sys
+import tomllib
 from collections.abc import Callable
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import dlvm.ir as ir
 
@@ -47,13 +48,51 @@ def load_module(path: str, *, verify: bool = True) -> Module:
     return module
 
 
+def check_output(path: str) -> None:
+    """Refuse an output that cannot be written (a directory, under a file, …) before any
+    work is done, rather than losing the work when writing it fails."""
+    if path == STDIO:
+        return
+    from dlvm.cli.run.files import output_problem
+
+    problem = output_problem(Path(path))
+    if problem is not None:
+        raise ir.DlvmError(f"cannot write '{path}': {problem}")
+
+
 def write_text(path: str, text: str) -> None:
-    """Write `text` to `path`, or to stdout for `-`."""
+    """Write `text` to `path` atomically, or to stdout for `-`."""
     if path == STDIO:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    from dlvm.cli.run.files import save_text
+
+    save_text(Path(path), text)
+
+
+def assignment(text: str, flag: str) -> tuple[str, Any]:
+    """`KEY=VALUE` of an option such as `--set`, the value read by `toml_value`."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ir.DlvmError(f"{flag} '{text}': expected KEY=VALUE")
     try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise ir.DlvmError(f"cannot write '{path}': {e.strerror or e}") from None
+        return key.strip(), toml_value(raw)
+    except ir.DlvmError as e:
+        raise ir.DlvmError(f"{flag} {key.strip()}: {e}") from None
+
+
+def toml_value(raw: str) -> Any:
+    """A command-line value read as TOML (`3`, `0.5`, `true`, `[1, 2]`, `"x"`), else as a
+    plain string; text that starts like a TOML string, array or table must be one."""
+    text = raw.strip()
+    try:
+        doc = tomllib.loads(f"v = {text}")
+    except tomllib.TOMLDecodeError as e:
+        if text[:1] in ('"', "'", "[", "{"):
+            reason = str(e).split(" (at ")[0]
+            raise ir.DlvmError(f"invalid TOML value {text!r}: {reason}") from None
+        return text
+    if list(doc) != ["v"]:
+        raise ir.DlvmError(f"invalid TOML value {text!r}: more than one value")
+    return doc["v"]

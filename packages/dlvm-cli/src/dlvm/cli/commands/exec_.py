@@ -1,19 +1,22 @@
 """`dlvm exec FILE -f NAME`: compile for a target and call one function on .npz inputs.
 
 Arguments and results travel as `.npz` archives (`arg0…`, `out0…`; 0-d arrays
-for scalars), so any numpy user can produce and check them.
+for scalars), so any numpy user can produce and check them. Every option and file is
+checked before the module is compiled, so a mistake never costs a long computation.
 """
 
 from __future__ import annotations
 
-import zipfile
+import math
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 import dlvm.ir as ir
-from dlvm.cli.errors import warning
-from dlvm.cli.inputs import load_module
+from dlvm.cli.errors import warning, warnings_reported
+from dlvm.cli.inputs import STDIO, assignment, check_output, load_module
 
 if TYPE_CHECKING:
     import numpy as np
@@ -22,9 +25,9 @@ if TYPE_CHECKING:
 
 DTYPE_NAMES = {"float16": "f16", "float32": "f32", "float64": "f64", "bool": "bool",
                "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64"}
-NPY_MAGIC = b"\x93NUMPY"
-ZIP_MAGIC = b"PK"
 PRINT_THRESHOLD = 1000  # elements; larger arrays are summarized with '...'
+# options that only some targets have (the interpreter's): ignored with a warning elsewhere
+OPTIONAL_OPTIONS = ("seed", "max_steps")
 
 
 def exec_(
@@ -38,23 +41,51 @@ def exec_(
         "--args", metavar="IN.npz", help="Arguments as arrays arg0, arg1, … in an .npz file.")
     ] = None,
     output: Annotated[str | None, typer.Option(
-        "--output", "-o", metavar="OUT.npz", help="Write results as out0, out1, … here.")
-    ] = None,
+        "--output", "-o", metavar="OUT.npz",
+        help="Write results as out0, out1, … here ('-': the .npz to stdout).")] = None,
     seed: Annotated[int | None, typer.Option(
         "--seed", metavar="N", help="Seed for 'random' (target interp only).")] = None,
+    max_steps: Annotated[int | None, typer.Option(
+        "--max-steps", metavar="N",
+        help="Stop a call after N instructions (target interp only).")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", metavar="SECONDS", help="Stop a call after this many seconds.")] = None,
+    target_option: Annotated[list[str] | None, typer.Option(
+        "--target-option", metavar="KEY=VALUE",
+        help="An option of the target (repeatable; the value is read as TOML).")] = None,
 ) -> None:
     """Compile an IR file for a target and call one function."""
     target_name = resolve_target(target)  # an unknown target is reported before anything else
+    flags = {"seed": seed, "max_steps": max_steps, "timeout": timeout}
+    options = target_options(target_name, flags, target_option or [])
+    if output is not None:
+        check_output(output)
+        check_not_input(output, [file, args_file])
+        if output == STDIO:
+            binary_stdout()
     module = load_module(file)
     name = function.removeprefix("@")
     fn = callable_function(module, name, file)
-    args = load_args(args_file, len(fn.type_.arguments), name)
-    executable = ir.compile(module, target_name, **target_options(target_name, seed))
-    results = executable.call(name, *args)
+    args = load_args(args_file, fn, module)
+    with warnings_reported():
+        executable = ir.compile(module, target_name, **options)
+        results = executable.call(name, *args)
     if output is not None:
         save_results(output, results)
     else:
         show_results(results)
+
+
+def check_not_input(output: str, inputs: list[str | None]) -> None:
+    """`-o` must not name the module or the arguments: the results would replace them."""
+    from dlvm.cli.run.files import same_file
+
+    if output == STDIO:
+        return
+    for path in inputs:
+        if path is not None and path != STDIO and same_file(Path(output), Path(path)):
+            raise ir.DlvmError(f"-o '{output}' is also an input ('{path}'); refusing to "
+                               "overwrite it")
 
 
 def callable_function(module: Module, name: str, file: str) -> Function:
@@ -76,20 +107,56 @@ def resolve_target(target: str | None) -> str:
     return name
 
 
-def target_options(target: str, seed: int | None) -> dict[str, Any]:
-    """`seed` is an option of the interpreter only; other targets ignore it with a warning."""
-    if seed is None:
-        return {}
-    entry = ir.registry().entry("target", target)
-    if (entry.alias_of or entry.name) == "interp":
-        return {"seed": seed}
-    warning(f"--seed applies to target 'interp' only; ignored for '{target}'")
-    return {}
+def flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
 
 
-def load_args(path: str | None, expected: int, name: str) -> list[np.ndarray]:
-    """Arrays arg0…argN-1 from an .npz file, checked against the function's arity."""
+def check_flags(flags: dict[str, Any]) -> None:
+    """The command line's own limits: a seed of 0 or more, at least one step, a timeout
+    of a positive number of seconds."""
+    seed, steps, timeout = flags["seed"], flags["max_steps"], flags["timeout"]
+    if seed is not None and seed < 0:
+        raise ir.DlvmError(f"--seed must be a non-negative integer, found {seed}")
+    if steps is not None and steps < 1:
+        raise ir.DlvmError(f"--max-steps must be at least 1, found {steps}")
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise ir.DlvmError(f"--timeout must be a positive number of seconds, found {timeout}")
+
+
+def target_options(target: str, flags: dict[str, Any], assignments: list[str]
+                   ) -> dict[str, Any]:
+    """The options the target is created with: `--target-option`s, then the flags.
+
+    `--seed` and `--max-steps` are ignored with a warning for a target without such an
+    option; every option is checked by creating the target once, before any work.
+    """
+    from dlvm.cli.run.targets import check_target_options, takes_option
+
+    check_flags(flags)
+    options: dict[str, Any] = {}
+    for text in assignments:
+        key, value = assignment(text, "--target-option")
+        if key in options:
+            raise ir.DlvmError(f"--target-option {key} is given twice")
+        options[key] = value
+    for key, value in flags.items():
+        if value is None:
+            continue
+        if key in options:
+            raise ir.DlvmError(f"{flag(key)} and --target-option {key} are both given")
+        if key in OPTIONAL_OPTIONS and not takes_option(target, key):
+            warning(f"{flag(key)} applies to target 'interp' only; ignored for '{target}'")
+            continue
+        options[key] = value
+    check_target_options(target, options)
+    return options
+
+
+def load_args(path: str | None, fn: Function, module: Module) -> list[np.ndarray]:
+    """Arrays arg0…argN-1 from an .npz file, checked against the function's arity and
+    converted to its argument types by the rules every target uses."""
     arrays = read_npz(path) if path is not None else {}
+    name, expected = fn.name, len(fn.type_.arguments)
     where = f" in '{path}'" if path is not None else " (pass them with --args IN.npz)"
     if len(arrays) != expected:
         raise ir.DlvmError(f"'@{name}' takes {plural(expected, 'argument')}, "
@@ -100,40 +167,64 @@ def load_args(path: str | None, expected: int, name: str) -> list[np.ndarray]:
         found = ", ".join(sorted(arrays))
         raise ir.DlvmError(f"'{path}' has no array '{missing[0]}': the arguments of "
                            f"'@{name}' must be named {', '.join(wanted)} (found {found})")
-    return [arrays[k] for k in wanted]
+    return [convert(arrays[k], t, f"'{path}': {k} ({argument_name(fn, i)})", module)
+            for i, (k, t) in enumerate(zip(wanted, fn.type_.arguments, strict=True))]
+
+
+def argument_name(fn: Function, index: int) -> str:
+    """`'%x' of '@f'` for argument `index` of `@f`, or `argument 1 of '@f'` when unnamed."""
+    args = fn.entry.arguments if fn.blocks else []
+    name = args[index].name if index < len(args) else None
+    return f"'%{name}' of '@{fn.name}'" if name else f"argument {index} of '@{fn.name}'"
+
+
+def convert(value: np.ndarray, t: ir.Type, what: str, module: Module) -> Any:
+    """A tensor argument converted like every target does (`convert_argument`), so an
+    unsafe conversion is refused with a message naming the argument."""
+    from dlvm.ir.runtime import convert_argument
+    from dlvm.ir.types import TensorType
+
+    resolved = module.resolve(t)
+    return convert_argument(value, resolved, what) if isinstance(resolved, TensorType) else value
 
 
 def read_npz(path: str) -> dict[str, np.ndarray]:
-    """Every array of an .npz archive; every failure is a one-line DlvmError."""
-    import numpy as np
+    """Every array of an .npz archive, through the one loader of data files."""
+    from dlvm.cli.run.files import read_npz as read
 
     try:
-        with open(path, "rb") as f:
-            magic = f.read(len(NPY_MAGIC))
-        if magic == NPY_MAGIC:
-            raise ir.DlvmError(f"'{path}' holds a single array (.npy), not an .npz archive")
-        if not magic.startswith(ZIP_MAGIC):
-            raise ir.DlvmError(f"'{path}' is not an .npz archive")
-        with np.load(path, allow_pickle=False) as archive:
-            return {k: archive[k] for k in archive.files}
-    except FileNotFoundError:
-        raise ir.DlvmError(f"cannot read arguments file '{path}': no such file") from None
-    except (ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise ir.DlvmError(f"'{path}' is not a valid .npz archive: {e}") from None
-    except OSError as e:
-        raise ir.DlvmError(f"cannot read arguments file '{path}': {e.strerror or e}") from None
+        return read(Path(path))
+    except ir.DlvmError as e:
+        raise ir.DlvmError(f"--args: {e}") from None
 
 
 def save_results(path: str, results: tuple[np.ndarray, ...]) -> None:
-    """Write out0…outM-1 to exactly `path` (np.savez would append '.npz' to a bare name)."""
-    import numpy as np
+    """Write out0…outM-1 to exactly `path` (np.savez would append '.npz' to a bare name),
+    or for `-` the archive's bytes to stdout, as `opt -o -` writes its text there."""
+    import io
 
-    try:
-        with open(path, "wb") as f:
-            arrays: dict[str, Any] = {f"out{i}": r for i, r in enumerate(results)}
-            np.savez(f, **arrays)
-    except OSError as e:
-        raise ir.DlvmError(f"cannot write '{path}': {e.strerror or e}") from None
+    from dlvm.cli.run.files import save_npz, write_npz
+
+    arrays: dict[str, Any] = {f"out{i}": r for i, r in enumerate(results)}
+    if path != STDIO:
+        save_npz(Path(path), arrays)
+        return
+    stream = binary_stdout()
+    data = io.BytesIO()
+    write_npz(data, arrays)
+    sys.stdout.flush()
+    stream.write(data.getvalue())
+    stream.flush()
+
+
+def binary_stdout() -> Any:
+    """Standard output's byte stream, refused when it is a terminal (an archive would
+    garble it)."""
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None or sys.stdout.isatty():
+        raise ir.DlvmError("-o -: the results are a binary .npz archive; redirect standard "
+                           "output to a file or a pipe")
+    return stream
 
 
 def show_results(results: tuple[np.ndarray, ...]) -> None:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 import dlvm.ir as ir
-from dlvm.cli.errors import emit
-from dlvm.cli.inputs import STDIO, load_module, write_text
+from dlvm.cli.errors import emit, warnings_reported
+from dlvm.cli.inputs import STDIO, check_output, load_module, write_text
 
 if TYPE_CHECKING:
     from dlvm.ir import Module, Pass, PassRecord
@@ -34,10 +34,12 @@ def opt(
     ] = False,
 ) -> None:
     """Run a pass pipeline on an IR file and print the resulting IR."""
+    check_output(output)  # before the passes, which may take long
     module = load_module(file)
     pipeline = ",".join(p for p in passes or [] if p.strip())
-    records = ir.run_passes(module, pipeline, verify_each=not no_verify,
-                            print_after=dump_after_pass if print_after_all else None)
+    with warnings_reported():
+        records = ir.run_passes(module, pipeline, verify_each=not no_verify,
+                                print_after=dump_after_pass if print_after_all else None)
     write_text(output, ir.print_module(module))
     if stats:
         print_stats(records)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 import dlvm.ir as ir
 from dlvm.cli import errors
+
+if TYPE_CHECKING:
+    from dlvm.cli.run.progress import Reporter
+    from dlvm.cli.run.spec import RunSpec
 
 
 def run(
@@ -20,16 +24,21 @@ def run(
         "--dry-run", help="Validate and print the resolved pipeline; do nothing.")] = False,
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue training from the checkpoint.")] = False,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Start training again, replacing an earlier run's checkpoint "
+        "and metrics.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:
     """Run a pipeline: module, passes, target, and what to do (emit, call, train)."""
-    from dlvm.cli.run.actions import call, emit
+    from dlvm.cli.run.files import remove_stale_temporary
     from dlvm.cli.run.progress import Reporter
     from dlvm.cli.run.spec import SpecError, load_spec
-    from dlvm.cli.run.train import train
 
+    if resume and overwrite:
+        raise ir.DlvmError("--resume continues a run and --overwrite starts it again: "
+                           "give one of them")
     try:
-        spec = load_spec(file, overrides or [], resume)
+        spec = load_spec(file, overrides or [], resume=resume, overwrite=overwrite)
     except SpecError as e:
         for line in e.lines:
             errors.emit(line)
@@ -37,7 +46,16 @@ def run(
     if dry_run:
         typer.echo(json.dumps(spec.resolved, indent=2, default=str))
         return
-    reporter = Reporter(quiet)
+    for path in spec.outputs:
+        remove_stale_temporary(path)  # a killed write's leftover
+    with errors.warnings_reported():
+        execute(spec, Reporter(quiet), resume)
+
+
+def execute(spec: RunSpec, reporter: Reporter, resume: bool) -> None:
+    """The passes, then emit, train and call, in that order."""
+    from dlvm.cli.run.actions import call, emit
+
     module = spec.module
     if spec.pipeline:
         ir.run_passes(module, spec.pipeline)
@@ -46,16 +64,28 @@ def run(
     if spec.call is None and spec.train is None:
         return
     exe = ir.compile(module, spec.target, **spec.target_options)
-    if spec.train is not None and spec.data is not None:
-        result = train(exe, module, spec.train, spec.data, reporter, resume)
-        if result.interrupted:
-            where = (f"; last checkpoint: {spec.train.checkpoint} (epoch {result.epochs_done})"
-                     if spec.train.checkpoint is not None else "")
-            errors.note(f"interrupted after epoch {result.epochs_done}{where}")
-            raise typer.Exit(errors.EXIT_INTERRUPTED)
-        if result.accuracy is not None:
-            typer.echo(f"test {spec.train.metric}: {100 * result.accuracy:.2f}%")
-        elif result.loss is not None:
-            typer.echo(f"final training loss: {result.loss:.4f}")
+    if spec.train is not None:
+        train(exe, spec, reporter, resume)
     if spec.call is not None:
         call(exe, module, spec.call, reporter)
+
+
+def train(exe: ir.Executable, spec: RunSpec, reporter: Reporter, resume: bool) -> None:
+    """Train, unless a resumed checkpoint is already at the last epoch."""
+    from dlvm.cli.run.train import train as run_training
+
+    t = spec.train
+    assert t is not None
+    if resume and t.start_epoch >= t.epochs:
+        errors.note(f"nothing to do: checkpoint is at epoch {t.start_epoch} of {t.epochs}")
+        return
+    result = run_training(exe, spec.module, t, reporter, resume)
+    if result.interrupted:
+        where = (f"; last checkpoint: {t.checkpoint} (epoch {result.epochs_done})"
+                 if t.checkpoint is not None else "")
+        errors.note(f"interrupted after epoch {result.epochs_done}{where}")
+        raise typer.Exit(errors.EXIT_INTERRUPTED)
+    if result.accuracy is not None:
+        typer.echo(f"test {t.metric}: {100 * result.accuracy:.2f}%")
+    elif result.loss is not None:
+        typer.echo(f"final training loss: {result.loss:.4f}")

@@ -11,15 +11,20 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Key:
-    """One key: the TOML types it accepts, whether it is required, and its meaning."""
+    """One key: the TOML types it accepts, whether it is required, and its meaning.
+
+    Every number must also be finite (NaN passes any `minimum`, so it is refused first).
+    """
 
     types: tuple[type, ...]
     help: str
     required: bool = False
     choices: tuple[Any, ...] = ()
     is_path: bool = False  # relative to the TOML file
-    must_exist: bool = False  # a file read before any work
+    must_exist: bool = False  # an input file, read before any work
+    is_output: bool = False  # a file written: checked before any work, never an input
     minimum: float | None = None
+    items: tuple[type, ...] = ()  # the types of an array's elements
 
 
 STR, INT, NUM, BOOL = (str,), (int,), (int, float), (bool,)
@@ -37,7 +42,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "passes": {
         "pipeline": Key(STR, "pipeline text, e.g. \"differentiation,O2\""),
-        "list": Key(ARRAY, "or a list of tables {name = …, options = {…}}"),
+        "list": Key(ARRAY, "or a list of tables {name = …, options = {…}}", items=TABLE),
     },
     "passes.list": {
         "name": Key(STR, "a registered pass or named pipeline", required=True),
@@ -49,15 +54,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "emit": {
         "what": Key(STR, "what to write: the optimized IR, LLVM IR or PTX", choices=EMITS),
-        "output": Key(STR, "the file to write", required=True, is_path=True),
+        "output": Key(STR, "the file to write", required=True, is_path=True, is_output=True),
     },
     "call": {
         "function": Key(STR, "the function to call", required=True),
         "parameters": Key(STR, ".npz whose arrays fill the arguments of the same names",
                           is_path=True, must_exist=True),
         "args": Key(STR + ARRAY, "the other arguments: an .npz of arg0… or a list of "
-                    "\"file.npy\" / \"file.npz:array\""),
-        "output": Key(STR, ".npz to write out0, out1, … to", is_path=True),
+                    "\"file.npy\" / \"file.npz:array\"", items=STR),
+        "output": Key(STR, ".npz to write out0, out1, … to", is_path=True, is_output=True),
     },
     "data": {
         "path": Key(STR, "an .npz holding the dataset", required=True, is_path=True,
@@ -68,16 +73,16 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "one_hot": Key(INT, "integer labels become one-hot rows of this many classes",
                        minimum=1),
         "test_fraction": Key(NUM, "the held-out share (default 0.2)", minimum=0),
-        "split_seed": Key(INT, "the seed of the train/test split (default 0)"),
+        "split_seed": Key(INT, "the seed of the train/test split (default 0)", minimum=0),
     },
     "train": {
         "step": Key(STR, "(params…, inputs, targets, learning_rate) -> (params…, loss)",
                     required=True),
         "parameters": Key(ARRAY, "names of the parameters (default: the step's argument "
-                          "names)"),
+                          "names)", items=STR),
         "init": Key(STR + TABLE, "zeros | normal | glorot, or a table by parameter name",
                     choices=INITS),
-        "init_seed": Key(INT, "seed of the initialization (default 0)"),
+        "init_seed": Key(INT, "seed of the initialization (default 0)", minimum=0),
         "init_scale": Key(NUM, "standard deviation of 'normal' (default 0.01)", minimum=0),
         "load": Key(STR, ".npz of initial parameters, by name", is_path=True,
                     must_exist=True),
@@ -86,10 +91,13 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "learning_rate": Key(NUM, "the step size", required=True, minimum=0),
         "decay": Key(NUM, "learning rate of epoch e: lr / (1 + decay·e) (default 0)",
                      minimum=0),
-        "shuffle_seed": Key(INT, "seed of the batch order (default 0)"),
+        "shuffle_seed": Key(INT, "seed of the batch order (default 0)", minimum=0),
         "checkpoint": Key(STR, ".npz written after each epoch; --resume continues from it",
-                          is_path=True),
-        "metrics": Key(STR, "JSON-lines file of per-epoch metrics", is_path=True),
+                          is_path=True, is_output=True),
+        "metrics": Key(STR, "JSON-lines file of per-epoch metrics", is_path=True,
+                       is_output=True),
+        "allow_nonfinite": Key(BOOL, "go on when the loss becomes NaN or infinite (default: "
+                               "stop with an error)"),
         "evaluate": Key(TABLE, "the held-out evaluation"),
     },
     "train.evaluate": {

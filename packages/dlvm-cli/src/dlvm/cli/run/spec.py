@@ -1,26 +1,37 @@
 """Reading and validating a pipeline TOML file into a `RunSpec`, before any work.
 
-Every problem is collected as a `Problem` naming the key; `SpecError` prints them
-as `FILE:LINE:COL: error: key: message`, one line each.
+Every problem is collected as a `Problem` naming the key; `SpecError` prints them as
+`FILE:LINE:COL: error: key: message` (`--set KEY: error: …` for an override), one line
+each. Whatever can be known without the computation is checked here, so `--dry-run`
+finds it too: types down to the elements of arrays, the files read and their arrays,
+shapes, dtypes and labels against the functions, target options, and every output path.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import dlvm.ir as ir
+from dlvm.cli.inputs import toml_value
 
+from .files import input_problem, open_npz, output_problem, same_file
 from .locate import key_positions, position
 from .schema import ACTIONS, INITS, SCHEMA, TOP_LEVEL, Key
 
+if TYPE_CHECKING:
+    from .train import Dataset
+
 KeyPath = tuple[str | int, ...]
+PIPELINE_FILE: KeyPath = ()  # the pipeline file itself, among the inputs
+BOM = "\ufeff"
 
 
 def dotted(path: KeyPath) -> str:
@@ -44,19 +55,39 @@ class SpecError(ir.DlvmError):
         self.lines = lines
 
 
+class KeyedError(ir.DlvmError):
+    """A problem found by a helper, with the key it is about."""
+
+    def __init__(self, path: KeyPath, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 def format_problems(file: Path, problems: list[Problem], text: str,
-                    overridden: set[KeyPath]) -> list[str]:
+                    overridden: list[KeyPath]) -> list[str]:
     positions = key_positions(text)
     lines = []
     for p in problems:
-        if any(p.path[:len(o)] == o for o in overridden):
-            where = f"--set {dotted(p.path)}"
+        override = blamed_override(p.path, overridden, positions)
+        if override is not None:
+            where = f"--set {dotted(override)}"
         else:
             pos = position(positions, p.path) if p.path else None
             where = f"{file}:{pos[0]}:{pos[1]}" if pos else str(file)
         key = f"{dotted(p.path)}: " if p.path else ""
         lines.append(f"{where}: error: {key}{p.message}")
     return lines
+
+
+def blamed_override(path: KeyPath, overridden: list[KeyPath],
+                    positions: dict[KeyPath, tuple[int, int]]) -> KeyPath | None:
+    """The `--set` a problem comes from: one that set the key or a table above it, or one
+    that made the table the problem is about (a table the file does not have)."""
+    written = any(k[:len(path)] == path for k in positions) if path else True
+    for o in reversed(overridden):
+        if path[:len(o)] == o or (not written and o[:len(path)] == path):
+            return o
+    return None
 
 
 @dataclass
@@ -76,6 +107,11 @@ class TrainSpec:
     metrics: Path | None
     evaluate: str | None
     metric: str
+    allow_nonfinite: bool
+    # found by validation, not keys: the data as the step takes it, and where to start
+    dataset: Dataset | None = field(default=None, repr=False)
+    initial: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    start_epoch: int = field(default=0, repr=False)
 
 
 @dataclass
@@ -87,6 +123,7 @@ class DataSpec:
     one_hot: int | None
     test_fraction: float
     split_seed: int
+    arrays: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -115,6 +152,7 @@ class RunSpec:
     data: DataSpec | None = None
     train: TrainSpec | None = None
     resolved: dict[str, Any] = field(default_factory=dict)
+    outputs: list[Path] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- overrides
@@ -123,13 +161,14 @@ class RunSpec:
 def parse_override(text: str) -> tuple[KeyPath, Any]:
     """`target.name=nvptx` → (("target", "name"), "nvptx"); the value is read as TOML."""
     key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise ir.DlvmError(f"--set '{text}': expected KEY=VALUE, e.g. target.name=interp")
+    parts = tuple(k.strip() for k in key.split("."))
+    if not sep or not all(parts):
+        raise SpecError([f"--set {text}: error: expected KEY=VALUE with a dotted KEY, "
+                         "e.g. target.name=interp"])
     try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()
-    return tuple(k.strip() for k in key.split(".")), value
+        return parts, toml_value(raw)
+    except ir.DlvmError as e:
+        raise SpecError([f"--set {dotted(parts)}: error: {e}"]) from None
 
 
 def apply_override(doc: dict[str, Any], path: KeyPath, value: Any) -> None:
@@ -137,7 +176,7 @@ def apply_override(doc: dict[str, Any], path: KeyPath, value: Any) -> None:
     for k in path[:-1]:
         nxt = node.setdefault(str(k), {})
         if not isinstance(nxt, dict):
-            raise ir.DlvmError(f"--set {dotted(path)}: '{k}' is not a table")
+            raise SpecError([f"--set {dotted(path)}: error: '{k}' is not a table"])
         node = nxt
     node[str(path[-1])] = value
 
@@ -170,14 +209,10 @@ class Loader:
         for name, spec in keys.items():
             if spec.required and name not in table:
                 self.problem(path, f"missing required key '{name}' ({spec.help})")
-        if schema == "passes.list" or schema not in ("passes", "train"):
-            return
         if schema == "passes" and isinstance(table.get("list"), list):
             for i, item in enumerate(table["list"]):
                 if isinstance(item, dict):
                     self.check_table(item, "passes.list", (*path, "list", i))
-                else:
-                    self.problem((*path, "list", i), "expected a table {name = …}")
         if schema == "train" and isinstance(table.get("evaluate"), dict):
             self.check_table(table["evaluate"], "train.evaluate", (*path, "evaluate"))
 
@@ -187,25 +222,35 @@ class Loader:
         self.problem(path, f"unknown key '{name}'{hint}")
 
     def check_value(self, spec: Key, value: Any, path: KeyPath) -> None:
-        ok = isinstance(value, spec.types) and not (
-            isinstance(value, bool) and bool not in spec.types)
-        if not ok:
-            names = " or ".join(_type_name(t) for t in spec.types)
-            self.problem(path, f"expected {names}, found {_type_name(type(value))} "
-                         f"{_show(value)}")
+        if not self.check_type(spec.types, value, path):
             return
+        if isinstance(value, list) and spec.items:
+            for i, item in enumerate(value):
+                self.check_type(spec.items, item, (*path, i))
         if spec.choices and isinstance(value, str) and value not in spec.choices:
             self.problem(path, f"'{value}' is not one of {', '.join(spec.choices)}")
         if spec.minimum is not None and isinstance(value, int | float) and value < spec.minimum:
             self.problem(path, f"must be at least {spec.minimum:g}, found {value}")
-        if spec.is_path and isinstance(value, str) and spec.must_exist:
+        if spec.must_exist and isinstance(value, str):
             self.existing(value, path)
 
+    def check_type(self, types: tuple[type, ...], value: Any, path: KeyPath) -> bool:
+        """Whether `value` has one of `types` (and is a finite number, if a number)."""
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            names = " or ".join(_type_name(t) for t in types)
+            self.problem(path, f"expected {names}, found {_type_name(type(value))} "
+                         f"{_show(value)}")
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            self.problem(path, f"must be a finite number, found {value}")
+            return False
+        return True
+
     def existing(self, value: str, path: KeyPath) -> Path | None:
-        p = self.path(value.split(":", 1)[0] if value.count(":") == 1 and
-                      not Path(value).exists() else value)
-        if not p.is_file():
-            self.problem(path, f"file '{p}' does not exist")
+        p = self.path(value)
+        problem = input_problem(p)
+        if problem is not None:
+            self.problem(path, problem)
             return None
         return p
 
@@ -215,7 +260,7 @@ class Loader:
 
     # ---- the whole file
 
-    def load(self, resume: bool) -> RunSpec | None:
+    def load(self, resume: bool, overwrite: bool = False) -> RunSpec | None:
         doc = self.doc
         for name, value in doc.items():
             if name not in TOP_LEVEL:
@@ -244,6 +289,7 @@ class Loader:
             spec.data = self.data_spec()
         if "train" in doc and spec.data is not None:
             spec.train = self.train_spec(module, spec.data, resume)
+        spec.outputs = self.check_outputs(resume, overwrite)
         if self.problems:
             return None
         spec.resolved = self.resolved(spec)
@@ -273,30 +319,58 @@ class Loader:
         table = self.doc.get("passes", {})
         if "pipeline" in table and "list" in table:
             self.problem(("passes",), "give either 'pipeline' or 'list', not both")
-        if "list" in table:
-            parts = []
-            for item in table["list"]:
-                opts = ",".join(f"{k}={_option(v)}" for k, v in item.get("options", {}).items())
-                parts.append(item["name"] + (f"{{{opts}}}" if opts else ""))
-            text, where = ",".join(parts), ("passes", "list")
-        else:
-            text, where = table.get("pipeline", ""), ("passes", "pipeline")
-        if text:
+        if "list" not in table:
+            text = table.get("pipeline", "")
+            if text:
+                try:
+                    ir.build_pipeline(text)
+                except ir.DlvmError as e:
+                    self.problem(("passes", "pipeline"), str(e))
+            return str(text)
+        parts = [self.pipeline_item(item, ("passes", "list", i))
+                 for i, item in enumerate(table["list"])]
+        return ",".join(p for p in parts if p)
+
+    def pipeline_item(self, item: dict[str, Any], path: KeyPath) -> str:
+        """One `passes.list` table as pipeline text, checked on its own so that an error
+        names its index, and the option it is about."""
+        options = item.get("options", {})
+        texts = {}
+        for key, value in options.items():
             try:
-                ir.build_pipeline(text)
-            except ir.DlvmError as e:
-                self.problem(where, str(e))
+                texts[key] = option_text(value)
+            except ValueError as e:
+                self.problem((*path, "options", key), str(e))
+        name = item.get("name")
+        if not isinstance(name, str) or len(texts) != len(options):
+            return ""
+        body = " ".join(f"{k}={v}" for k, v in texts.items())
+        text = name + (f"{{{body}}}" if body else "")
+        try:
+            ir.build_pipeline(text)
+        except ir.DlvmError as e:
+            message = re.sub(r"^pipeline column \d+: ", "", str(e))
+            self.problem(_item_key(path, message, name, options), message)
         return text
 
     def target(self) -> tuple[str, dict[str, Any]]:
+        from .targets import TargetOptionError, check_target_options
+
         table = self.doc.get("target", {})
         reg = ir.registry()
-        name = table.get("name") or reg.default_target()
         try:
+            name = table.get("name") or reg.default_target()
             reg.entry("target", name)
         except ir.DlvmError as e:
             self.problem(("target", "name"), str(e))
-        return name, dict(table.get("options", {}))
+            return str(table.get("name", "")), {}
+        options = dict(table.get("options", {}))
+        try:
+            check_target_options(name, options)
+        except TargetOptionError as e:
+            path: KeyPath = ("target", "options", e.option) if e.option else ("target",)
+            self.problem(path, str(e))
+        return name, options
 
     def emit_spec(self, target: str) -> EmitSpec | None:
         table = self.doc.get("emit")
@@ -317,32 +391,42 @@ class Loader:
             self.problem(path, f"the module has no function '@{name}'{hint}")
         return fn
 
+    def call_items(self) -> list[tuple[KeyPath, Path, str | None]]:
+        """`call.args` as (key, file, array name): "x.npy", "x.npz:images", or one .npz."""
+        raw = self.doc.get("call", {}).get("args", [])
+        items = [raw] if isinstance(raw, str) else raw
+        out = []
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                continue  # reported by check_value
+            where: KeyPath = ("call", "args") if isinstance(raw, str) else ("call", "args", i)
+            file, key = item, None
+            if ":" in item and not self.path(item).exists():
+                file, key = item.rsplit(":", 1)
+            out.append((where, self.path(file), key or None))
+        return out
+
     def call_spec(self, module: ir.Module) -> CallSpec | None:
         table = self.doc.get("call")
         if table is None:
             return None
         fn = self.function(module, table["function"], ("call", "function"))
         params = self.path(table["parameters"]) if "parameters" in table else None
-        raw = table.get("args", [])
-        items = [raw] if isinstance(raw, str) else raw
-        args: list[tuple[Path, str | None]] = []
-        for i, item in enumerate(items):
-            where = ("call", "args") if isinstance(raw, str) else ("call", "args", i)
-            if not isinstance(item, str):
-                self.problem(where, f"expected a file name, found {_show(item)}")
-                continue
-            file, _, key = item.partition(":") if item.count(":") == 1 else (item, "", "")
-            p = self.path(file)
-            if not p.is_file():
-                self.problem(where, f"file '{p}' does not exist")
-            args.append((p, key or None))
+        args = []
+        for where, path, key in self.call_items():
+            problem = input_problem(path)
+            if problem is not None:
+                self.problem(where, problem)
+            args.append((path, key))
         spec = CallSpec(table["function"].removeprefix("@"), params, args,
                         self.path(table["output"]) if "output" in table else None)
         if fn is not None and not self.problems:
             from .actions import call_arguments
 
             try:
-                call_arguments(spec, fn)
+                call_arguments(spec, fn, module)
+            except KeyedError as e:
+                self.problem(e.path, str(e))
             except ir.DlvmError as e:
                 self.problem(("call", "args"), str(e))
         return spec
@@ -354,26 +438,23 @@ class Loader:
                         float(t.get("test_fraction", 0.2)), int(t.get("split_seed", 0)))
         if spec.test_fraction >= 1:
             self.problem(("data", "test_fraction"), "must be below 1")
+        from .train import check_data
+
         try:
-            with np.load(spec.path) as npz:
+            with open_npz(spec.path) as npz:
                 for key, name in (("inputs", spec.inputs), ("labels", spec.labels)):
-                    if name not in npz.files:
-                        self.problem(("data", key), f"'{spec.path.name}' has no array '{name}' "
-                                     f"(it has {', '.join(npz.files)})")
-                if self.problems:
+                    if not npz.has(name):
+                        self.problem(("data", key), str(npz.missing(name)))
+                if not (npz.has(spec.inputs) and npz.has(spec.labels)):
                     return None
-                self.shapes = (npz[spec.inputs].shape, npz[spec.labels].shape,
-                               npz[spec.labels].dtype)
-        except (OSError, ValueError) as e:
-            self.problem(("data", "path"), f"cannot read '{spec.path}': {e}")
+                spec.arrays = (npz.array(spec.inputs), npz.array(spec.labels))
+        except ir.DlvmError as e:
+            self.problem(("data", "path"), str(e))
             return None
-        inputs, labels, dtype = self.shapes
-        if inputs[0] != labels[0]:
-            self.problem(("data", "labels"), f"{labels[0]} labels for {inputs[0]} inputs")
-        if spec.one_hot is not None and (len(labels) != 1 or dtype.kind not in "iu"):
-            self.problem(("data", "one_hot"), f"one_hot needs integer labels of one dimension, "
-                         f"found {dtype} of shape {labels}")
-        return spec
+        found = check_data(spec, *spec.arrays)
+        for path, message in found:
+            self.problem(path, message)
+        return None if found else spec
 
     def train_spec(self, module: ir.Module, data: DataSpec, resume: bool) -> TrainSpec | None:
         t = self.doc["train"]
@@ -389,34 +470,24 @@ class Loader:
                          f"targets, learning_rate); it takes {len(step.type_.arguments)} "
                          "arguments")
             return None
-        names = t.get("parameters") or parameter_names(step, n)
-        if len(names) != n:
-            self.problem(("train", "parameters"), f"{len(names)} names for the {n} parameters "
-                         f"of '@{step.name}'")
+        names = self.parameter_list(t, step, n)
+        if names is None:
             return None
-        init = t.get("init", "glorot")
-        inits = {name: init for name in names} if isinstance(init, str) else dict(init)
-        for name, scheme in inits.items():
-            if name not in names:
-                self.problem(("train", "init", name), f"'{name}' is not a parameter "
-                             f"({', '.join(names)})")
-            elif scheme not in INITS:
-                self.problem(("train", "init", name), f"'{scheme}' is not one of "
-                             f"{', '.join(INITS)}")
-        for name in names:
-            inits.setdefault(name, "glorot")
         spec = TrainSpec(
-            step.name or t["step"], list(names), inits, int(t.get("init_seed", 0)),
+            step.name or t["step"], names, self.inits(t, names), int(t.get("init_seed", 0)),
             float(t.get("init_scale", 0.01)),
             self.path(t["load"]) if "load" in t else None, int(t.get("batch_size", 32)),
             int(t["epochs"]), float(t["learning_rate"]), float(t.get("decay", 0.0)),
             int(t.get("shuffle_seed", 0)),
             self.path(t["checkpoint"]) if "checkpoint" in t else None,
             self.path(t["metrics"]) if "metrics" in t else None,
-            eval_fn.name if eval_fn is not None else None, evaluate.get("metric", "accuracy"))
-        from .train import check_signatures
+            eval_fn.name if eval_fn is not None else None, evaluate.get("metric", "accuracy"),
+            bool(t.get("allow_nonfinite", False)))
+        from .train import check_signatures, prepare
 
-        for path, message in check_signatures(module, spec, data, self.shapes):
+        before = len(self.problems)
+        found = check_signatures(module, spec, data)
+        for path, message in found:
             self.problem(path, message)
         if resume:
             if spec.checkpoint is None:
@@ -424,7 +495,97 @@ class Loader:
             elif not spec.checkpoint.is_file():
                 self.problem(("train", "checkpoint"), f"--resume: '{spec.checkpoint}' does not "
                              "exist yet")
+        if len(self.problems) > before:
+            return spec
+        try:
+            prepare(module, spec, data, resume)
+        except KeyedError as e:
+            self.problem(e.path, str(e))
         return spec
+
+    def parameter_list(self, t: dict[str, Any], step: ir.Function, n: int) -> list[str] | None:
+        """The parameters' names: strings, unique, one per parameter of the step."""
+        given = "parameters" in t
+        names = t["parameters"] if given else parameter_names(step, n)
+        where: KeyPath = ("train", "parameters") if given else ("train", "step")
+        if not all(isinstance(x, str) for x in names):
+            return None  # reported by check_value
+        if len(names) != n:
+            self.problem(where, f"{len(names)} names for the {n} parameters of '@{step.name}'")
+            return None
+        from .train import EPOCH_KEY
+
+        before = len(self.problems)
+        for i, name in enumerate(names):
+            at = (*where, i) if given else where
+            if not name:
+                self.problem(at, "a parameter name must not be empty")
+            elif name in names[:i]:
+                self.problem(at, f"parameter name '{name}' is given twice")
+            elif name == EPOCH_KEY:
+                self.problem(at, f"parameter name '{name}' is reserved: checkpoints hold the "
+                             "epoch count under it")
+        return None if len(self.problems) > before else list(names)
+
+    def inits(self, t: dict[str, Any], names: list[str]) -> dict[str, str]:
+        init = t.get("init", "glorot")
+        inits = {name: init for name in names} if isinstance(init, str) else dict(init)
+        for name, scheme in inits.items():
+            if name not in names:
+                self.problem(("train", "init", name), f"'{name}' is not a parameter "
+                             f"({', '.join(names)})")
+            elif scheme not in INITS:
+                self.problem(("train", "init", name), f"{_show(scheme)} is not one of "
+                             f"{', '.join(INITS)}")
+        for name in names:
+            inits.setdefault(name, "glorot")
+        return inits
+
+    # ---- files written
+
+    def files(self, outputs: bool) -> list[tuple[KeyPath, Path]]:
+        """The output keys' paths, or the input files' (the pipeline file first)."""
+        found: list[tuple[KeyPath, Path]] = [] if outputs else [(PIPELINE_FILE, self.file)]
+        for table, keys in SCHEMA.items():
+            for name, key in keys.items():
+                value = self.doc.get(table, {}).get(name) if "." not in table else None
+                wanted = key.is_output if outputs else key.must_exist
+                if wanted and isinstance(value, str):
+                    found.append(((table, name), self.path(value)))
+        if not outputs:
+            found += [(where, path) for where, path, _ in self.call_items()]
+        return found
+
+    def check_outputs(self, resume: bool, overwrite: bool) -> list[Path]:
+        """Every output path, checked before any work: writable, none an input (save the
+        checkpoint that a call reads after training), no two the same, and no earlier
+        run's checkpoint or metrics silently replaced."""
+        outputs, inputs = self.files(outputs=True), self.files(outputs=False)
+        for i, (where, path) in enumerate(outputs):
+            problem = output_problem(path)
+            if problem is not None:
+                self.problem(where, f"cannot write '{path}': {problem}")
+                continue
+            clash = self.clash(where, path, inputs, outputs[:i])
+            if clash is not None:
+                self.problem(where, clash)
+            elif where[0] == "train" and not (resume or overwrite) and path.is_file():
+                self.problem(where, f"'{path}' is left from an earlier run: pass --resume to "
+                             "continue that run, or --overwrite to start again")
+        return [path for _, path in outputs]
+
+    @staticmethod
+    def clash(where: KeyPath, path: Path, inputs: list[tuple[KeyPath, Path]],
+              earlier: list[tuple[KeyPath, Path]]) -> str | None:
+        """Why output `path` would destroy an input or another output (None if it would not)."""
+        for source, read in inputs:
+            if same_file(path, read) and not _hands_over(where, source):
+                what = "the pipeline file" if source == PIPELINE_FILE else dotted(source)
+                return f"'{path}' is also an input ({what}); refusing to overwrite it"
+        for other, written in earlier:
+            if same_file(path, written):
+                return f"'{path}' is also written as {dotted(other)}"
+        return None
 
     def resolved(self, spec: RunSpec) -> dict[str, Any]:
         """The pipeline as it will run, every default filled in and every path absolute."""
@@ -434,9 +595,60 @@ class Loader:
         for name in ("emit", "call", "data", "train"):
             value = getattr(spec, name)
             if value is not None:
-                out[name] = {k: (str(v) if isinstance(v, Path) else v)
-                             for k, v in vars(value).items()}
+                out[name] = {f.name: _plain(getattr(value, f.name)) for f in fields(value)
+                             if f.repr}
         return out
+
+
+def _item_key(path: KeyPath, message: str, name: str, options: dict[str, Any]) -> KeyPath:
+    """The key of a `passes.list` item that a pipeline error is about."""
+    key = next((k for k in re.findall(r"'([^']+)'", message) if k in options), None)
+    if key is not None:
+        return (*path, "options", key)
+    if "option" in message and options:
+        return (*path, "options")
+    return (*path, "name") if f"'{name}'" in message else path
+
+
+def _hands_over(output: KeyPath, source: KeyPath) -> bool:
+    """The checkpoint may be what a call reads: the call runs after training."""
+    return output == ("train", "checkpoint") and source[:2] in (("call", "parameters"),
+                                                               ("call", "args"))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def option_text(value: Any) -> str:
+    """A TOML value as a pass option in pipeline text (`{key=value key=value}`)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return _quoted(value)
+    if isinstance(value, list):
+        items = [str(v).lower() if isinstance(v, bool) else str(v) for v in value]
+        if any(isinstance(v, dict | list) for v in value) or any(
+                "," in v or '"' in v for v in items):
+            raise ValueError("the items of a list option must be strings, numbers or booleans "
+                             "without commas or quotes")
+        return _quoted(",".join(items))
+    raise ValueError(f"expected a string, number, boolean or array, found {_show(value)}")
+
+
+def _quoted(text: str) -> str:
+    if text and not re.search(r'[\s{}"]', text):
+        return text
+    if '"' in text:
+        raise ValueError(f"{text!r}: a pass option cannot hold both quotes and spaces or "
+                         "braces")
+    return f'"{text}"'
 
 
 def parameter_names(fn: ir.Function, n: int) -> list[str]:
@@ -446,8 +658,11 @@ def parameter_names(fn: ir.Function, n: int) -> list[str]:
     return [a.name or f"param{i}" for i, a in enumerate(fn.entry.arguments[:n])]
 
 
-def _option(v: Any) -> str:
-    return str(v).lower() if isinstance(v, bool) else str(v)
+def argument_name(fn: ir.Function, index: int) -> str:
+    """`'%x' of '@f'` for argument `index` of `@f`, or `argument 1 of '@f'` when unnamed."""
+    args = fn.entry.arguments if fn.blocks else []
+    name = args[index].name if index < len(args) else None
+    return f"'%{name}' of '@{fn.name}'" if name else f"argument {index} of '@{fn.name}'"
 
 
 def _type_name(t: type) -> str:
@@ -461,11 +676,11 @@ def _show(value: Any) -> str:
 
 
 def load_spec(file: str | Path, overrides: tuple[str, ...] | list[str] = (),
-              resume: bool = False) -> RunSpec:
+              resume: bool = False, overwrite: bool = False) -> RunSpec:
     """Read, override and validate a pipeline file; raises SpecError listing every problem."""
     path = Path(file)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8").removeprefix(BOM)
     except OSError as e:
         raise ir.DlvmError(f"cannot read '{path}': {e.strerror or e}") from None
     except UnicodeDecodeError:
@@ -477,13 +692,13 @@ def load_spec(file: str | Path, overrides: tuple[str, ...] | list[str] = (),
         where = f"{path}:{at[1]}:{at[2]}" if at else str(path)
         message = str(e).split(" (at ")[0]
         raise SpecError([f"{where}: error: invalid TOML: {message}"]) from None
-    overridden: set[KeyPath] = set()
+    overridden: list[KeyPath] = []
     for item in overrides:
         key, value = parse_override(item)
         apply_override(doc, key, value)
-        overridden.add(key)
+        overridden.append(key)
     loader = Loader(path, doc)
-    spec = loader.load(resume)
+    spec = loader.load(resume, overwrite)
     if spec is None:
         raise SpecError(format_problems(path, loader.problems, text, overridden))
     return spec

@@ -2,15 +2,17 @@
 
 The step function's contract is `(params…, inputs, targets, learning_rate) ->
 (params…, loss)`; the evaluation function's is `(params…, inputs) -> scores`.
-Checkpoints hold the parameters by name and `epoch` (epochs completed); they are
-written to a temporary file and renamed, so an interruption never leaves half of one.
+Everything that can fail before the first step (the data, the learning rate, loaded
+parameters) is prepared during validation. After each epoch the metrics record is
+appended first and the checkpoint (parameters by name and `epoch`, the epochs
+completed) written atomically after it, so a kill between the two leaves a record
+that a resume drops, never a checkpoint whose epoch the metrics lack.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -22,14 +24,15 @@ from typing import Any
 import numpy as np
 
 import dlvm.ir as ir
+from dlvm.cli import errors
+from dlvm.ir.runtime import convert_argument, numpy_dtype
 from dlvm.ir.types import TensorType
 
+from .files import open_npz, save_npz, save_text
 from .progress import Reporter
-from .spec import DataSpec, KeyPath, TrainSpec
+from .spec import DataSpec, KeyedError, KeyPath, TrainSpec
 
 EPOCH_KEY = "epoch"
-NP_DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i32": np.int32,
-             "i64": np.int64, "bool": np.bool_}
 
 
 def _tensor(module: ir.Module, t: ir.Type) -> TensorType | None:
@@ -42,13 +45,60 @@ def _fits(shape: tuple[int, ...], t: TensorType) -> bool:
                                                                              strict=True))
 
 
-def check_signatures(module: ir.Module, spec: TrainSpec, data: DataSpec,
-                     shapes: tuple[tuple[int, ...], tuple[int, ...], Any]
+def _batch_of(t: TensorType) -> TensorType:
+    """`t` with any number of rows: the type of a whole dataset of its examples."""
+    return t.with_shape((None, *t.shape[1:]))
+
+
+def _convert(value: Any, t: TensorType, path: KeyPath, what: str) -> np.ndarray:
+    """`convert_argument`, the rules of every target, with the key to blame on failure."""
+    try:
+        return convert_argument(value, t, what)
+    except ir.DlvmError as e:
+        raise KeyedError(path, str(e)) from None
+
+
+# ---------------------------------------------------------------- validation
+
+
+def check_data(spec: DataSpec, inputs: np.ndarray, labels: np.ndarray
+               ) -> list[tuple[KeyPath, str]]:
+    """Problems with the dataset itself: numbers, one example per row, labels in range."""
+    out: list[tuple[KeyPath, str]] = []
+    for key, name, arr in (("inputs", spec.inputs, inputs), ("labels", spec.labels, labels)):
+        if arr.dtype.kind not in "biuf":
+            out.append((("data", key), f"'{name}' holds {arr.dtype} values, not numbers"))
+        elif arr.ndim == 0:
+            out.append((("data", key), f"'{name}' is a single value; it needs one example "
+                                       "per row"))
+    if out:
+        return out
+    if len(inputs) != len(labels):
+        out.append((("data", "labels"), f"{len(labels)} labels for {len(inputs)} inputs"))
+    elif len(inputs) == 0:
+        out.append((("data", "path"), f"'{spec.path.name}' holds no examples ('{spec.inputs}' "
+                                      "has 0 rows)"))
+    k = spec.one_hot
+    if k is not None:
+        if labels.ndim != 1 or labels.dtype.kind not in "iu":
+            out.append((("data", "one_hot"), f"one_hot needs integer labels of one dimension, "
+                                             f"found {labels.dtype} of shape {labels.shape}"))
+        else:
+            bad = (labels < 0) | (labels >= k)
+            if bad.any():
+                row = int(np.argmax(bad))
+                out.append((("data", "labels"), f"label {labels[row]} in row {row} of "
+                                                f"'{spec.labels}' is outside 0..{k - 1} "
+                                                f"(one_hot = {k})"))
+    return out
+
+
+def check_signatures(module: ir.Module, spec: TrainSpec, data: DataSpec
                      ) -> list[tuple[KeyPath, str]]:
     """Problems with the step and evaluation functions against the data."""
     out: list[tuple[KeyPath, str]] = []
     step = module.function(spec.step)
-    assert step is not None
+    assert step is not None and data.arrays is not None
     n = len(spec.parameters)
     args = step.type_.arguments
     result = module.resolve(step.type_.result)
@@ -57,17 +107,23 @@ def check_signatures(module: ir.Module, spec: TrainSpec, data: DataSpec,
     if len(results) != n + 1:
         out.append((where, f"'@{spec.step}' must return (params…, loss): {n + 1} values, "
                            f"it returns {len(results)}"))
+    else:
+        loss = _tensor(module, results[n])
+        if loss is None or loss.rank != 0 or not loss.dtype.is_float:
+            out.append((where, f"the loss '@{spec.step}' returns must be a float scalar, "
+                               f"found '{results[n]}'"))
     for i, name in enumerate(spec.parameters):
         t = _tensor(module, args[i])
-        if t is None or not t.dtype.is_float or any(d is None for d in t.shape):
-            if spec.load is None:
-                out.append((where, f"parameter '{name}' of type '{args[i]}' must be a float "
-                                   "tensor of static shape to be initialized"))
-        elif i < len(results) and module.resolve(results[i]) != t:
+        if t is None:
+            out.append((where, f"parameter '{name}' of type '{args[i]}' must be a tensor"))
+        elif spec.load is None and (not t.dtype.is_float or any(d is None for d in t.shape)):
+            out.append((where, f"parameter '{name}' of type '{args[i]}' must be a float "
+                               "tensor of static shape to be initialized"))
+        if t is not None and i < len(results) and module.resolve(results[i]) != t:
             out.append((where, f"'@{spec.step}' returns '{results[i]}' for parameter "
                                f"'{name}' of type '{t}'"))
     x, y, lr = (_tensor(module, a) for a in args[n:])
-    inputs, labels, _ = shapes
+    inputs, labels = (a.shape for a in data.arrays)
     if x is None or not _fits((1, *inputs[1:]), x):
         out.append((("data", "inputs"), f"examples of shape {inputs[1:]} do not fit the step's "
                                         f"inputs '{args[n]}'"))
@@ -81,15 +137,65 @@ def check_signatures(module: ir.Module, spec: TrainSpec, data: DataSpec,
         out.append((where, f"the step's last argument, the learning rate, must be a float "
                            f"scalar, found '{args[n + 2]}'"))
     if spec.evaluate is not None:
-        fn = module.function(spec.evaluate)
-        assert fn is not None
-        ew: KeyPath = ("train", "evaluate", "function")
-        if len(fn.type_.arguments) != n + 1:
-            out.append((ew, f"'@{spec.evaluate}' must take (params…, inputs): {n + 1} "
-                            f"arguments, it takes {len(fn.type_.arguments)}"))
-        elif _tensor(module, fn.type_.result) is None:
-            out.append((ew, f"'@{spec.evaluate}' must return a tensor of scores"))
+        out += check_evaluation(module, spec, args[:n + 1], inputs)
     return out
+
+
+def check_evaluation(module: ir.Module, spec: TrainSpec, step_args: list[ir.Type],
+                     inputs: tuple[int, ...]) -> list[tuple[KeyPath, str]]:
+    """The evaluation takes the step's parameters and the inputs, and returns scores of
+    shape [examples, classes]."""
+    fn = module.function(spec.evaluate or "")
+    assert fn is not None
+    where: KeyPath = ("train", "evaluate", "function")
+    n = len(spec.parameters)
+    args = fn.type_.arguments
+    if len(args) != n + 1:
+        return [(where, f"'@{spec.evaluate}' must take (params…, inputs): {n + 1} "
+                        f"arguments, it takes {len(args)}")]
+    out: list[tuple[KeyPath, str]] = []
+    for i, name in enumerate(spec.parameters):
+        if module.resolve(args[i]) != module.resolve(step_args[i]):
+            out.append((where, f"'@{spec.evaluate}' takes '{args[i]}' for parameter "
+                               f"'{name}', the step '{step_args[i]}'"))
+    x = _tensor(module, args[n])
+    if x is None or not _fits((1, *inputs[1:]), x):
+        out.append((where, f"examples of shape {inputs[1:]} do not fit the inputs "
+                           f"'{args[n]}' of '@{spec.evaluate}'"))
+    scores = _tensor(module, fn.type_.result)
+    if scores is None or scores.rank != 2:
+        out.append((where, f"'@{spec.evaluate}' must return scores of shape [examples, "
+                           f"classes], found '{fn.type_.result}'"))
+    return out
+
+
+def prepare(module: ir.Module, spec: TrainSpec, data: DataSpec, resume: bool) -> None:
+    """What training needs that can fail before its first step, found during validation:
+    the dataset in the step's types, the learning rate, the initial or resumed parameters.
+    Raises KeyedError naming the key at fault."""
+    step = module.function(spec.step)
+    assert step is not None
+    types = [_tensor(module, t) for t in step.type_.arguments]
+    n = len(spec.parameters)
+    x_t, y_t, lr_t = types[n:]
+    assert x_t is not None and y_t is not None and lr_t is not None
+    spec.dataset = Dataset.build(data, x_t, y_t)
+    total = len(data.arrays[0]) if data.arrays is not None else 0
+    if not len(spec.dataset.x_train):
+        raise KeyedError(("data", "test_fraction"), f"holds out all {total} examples; none "
+                                                    "are left to train on")
+    if spec.evaluate is not None and not len(spec.dataset.x_test):
+        raise KeyedError(("data", "test_fraction"), f"holds out none of the {total} examples, "
+                                                    "so train.evaluate has nothing to evaluate")
+    _convert(np.float64(spec.learning_rate), lr_t, ("train", "learning_rate"),
+             "the learning rate")
+    param_types: list[TensorType] = [t for t in types[:n] if t is not None]
+    if resume and spec.checkpoint is not None:
+        spec.initial, spec.start_epoch = read_checkpoint(spec.checkpoint, spec.parameters,
+                                                         param_types)
+    elif spec.load is not None:
+        spec.initial = read_parameters(spec.load, spec.parameters, param_types,
+                                       ("train", "load"))
 
 
 # ---------------------------------------------------------------- data
@@ -103,16 +209,42 @@ class Dataset:
     labels_test: np.ndarray
 
     @staticmethod
-    def load(spec: DataSpec, x_dtype: Any, y_dtype: Any) -> Dataset:
-        with np.load(spec.path) as npz:
-            inputs, labels = npz[spec.inputs], npz[spec.labels]
-        x = (inputs.astype(np.float64) * spec.scale).astype(x_dtype)
-        targets = (np.eye(spec.one_hot, dtype=y_dtype)[labels] if spec.one_hot is not None
-                   else labels.astype(y_dtype))
+    def build(spec: DataSpec, x_t: TensorType, y_t: TensorType) -> Dataset:
+        """The examples as the step takes them, split into training and held-out rows."""
+        assert spec.arrays is not None
+        inputs, labels = spec.arrays
+        x = _convert(scaled(inputs, spec.scale), _batch_of(x_t), ("data", "inputs"),
+                     f"'{spec.path.name}' array '{spec.inputs}'")
+        if spec.one_hot is not None:
+            y = _convert(one_hot(labels, spec.one_hot), _batch_of(y_t), ("data", "one_hot"),
+                         f"one-hot rows of {spec.one_hot}")
+        else:
+            y = _convert(labels, _batch_of(y_t), ("data", "labels"),
+                         f"'{spec.path.name}' array '{spec.labels}'")
         order = np.random.default_rng(spec.split_seed).permutation(len(x))
         n_test = round(len(x) * spec.test_fraction)
         test, train = order[:n_test], order[n_test:]
-        return Dataset(x[train], targets[train], x[test], labels[test])
+        return Dataset(x[train], y[train], x[test], labels[test])
+
+
+def scaled(inputs: np.ndarray, scale: float) -> np.ndarray:
+    """`inputs · scale` (in float64); untouched for a scale of 1, so integers stay integers."""
+    if scale == 1:
+        return inputs
+    with np.errstate(all="ignore"):
+        out = inputs.astype(np.float64) * scale
+    overflow = ~np.isfinite(out) & np.isfinite(inputs)
+    if overflow.any():
+        raise KeyedError(("data", "scale"), f"inputs times {scale:g} overflow (e.g. "
+                                            f"{inputs[overflow].flat[0]})")
+    return out
+
+
+def one_hot(labels: np.ndarray, classes: int) -> np.ndarray:
+    """Rows of `classes` booleans, True at each label (booleans convert to any dtype)."""
+    rows = np.zeros((len(labels), classes), dtype=np.bool_)
+    rows[np.arange(len(labels)), labels] = True
+    return rows
 
 
 def batches(n: int, size: int, seed: int, epoch: int) -> Iterator[np.ndarray]:
@@ -126,14 +258,14 @@ def batches(n: int, size: int, seed: int, epoch: int) -> Iterator[np.ndarray]:
 
 
 def initial_parameters(spec: TrainSpec, types: list[TensorType]) -> dict[str, np.ndarray]:
-    if spec.load is not None:
-        return load_parameters(spec.load, spec.parameters, types)
+    if spec.initial is not None:
+        return dict(spec.initial)
     rng = np.random.default_rng(spec.init_seed)
     out = {}
     for name, t in zip(spec.parameters, types, strict=True):
         shape = tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
         out[name] = init(spec.init[name], shape, rng, spec.init_scale).astype(
-            NP_DTYPES[str(t.dtype)])
+            numpy_dtype(t.dtype))
     return out
 
 
@@ -149,28 +281,108 @@ def init(scheme: str, shape: tuple[int, ...], rng: np.random.Generator,
     return rng.uniform(-limit, limit, shape)
 
 
-def load_parameters(path: Path, names: list[str], types: list[TensorType]
-                    ) -> dict[str, np.ndarray]:
-    with np.load(path) as npz:
-        missing = [n for n in names if n not in npz.files]
-        if missing:
-            raise ir.DlvmError(f"'{path}' has no parameter '{missing[0]}' "
-                               f"(it has {', '.join(npz.files)})")
-        out = {n: npz[n] for n in names}
-    for (name, value), t in zip(out.items(), types, strict=True):
-        if not _fits(value.shape, t):
-            raise ir.DlvmError(f"'{path}': parameter '{name}' has shape {value.shape}, "
-                               f"expected '{t}'")
-    return out
+def read_parameters(path: Path, names: list[str], types: list[TensorType],
+                    key: KeyPath) -> dict[str, np.ndarray]:
+    """Parameters by name from an .npz, each converted to its type by the targets' rules."""
+    try:
+        with open_npz(path) as npz:
+            return {name: convert_argument(npz.array(name, "parameter"), t,
+                                           f"'{path.name}': parameter '{name}'")
+                    for name, t in zip(names, types, strict=True)}
+    except ir.DlvmError as e:
+        raise KeyedError(key, str(e)) from None
+
+
+def read_checkpoint(path: Path, names: list[str], types: list[TensorType]
+                    ) -> tuple[dict[str, np.ndarray], int]:
+    """A checkpoint's parameters and its epoch (0 for a parameter file without one)."""
+    key: KeyPath = ("train", "checkpoint")
+    params = read_parameters(path, names, types, key)
+    try:
+        with open_npz(path) as npz:
+            if not npz.has(EPOCH_KEY):
+                return params, 0
+            epoch = npz.array(EPOCH_KEY)
+    except ir.DlvmError as e:
+        raise KeyedError(key, str(e)) from None
+    if epoch.ndim != 0 or epoch.dtype.kind not in "iu" or int(epoch) < 0:
+        raise KeyedError(key, f"'{path.name}': '{EPOCH_KEY}' must be a count of epochs, "
+                              f"found {epoch.dtype} {epoch.tolist()!r}")
+    return params, int(epoch)
 
 
 def save_checkpoint(path: Path, params: dict[str, np.ndarray], epoch: int) -> None:
     """Write atomically: a temporary file renamed over the old checkpoint."""
+    save_npz(path, {**params, EPOCH_KEY: np.int64(epoch)})
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def append_metrics(path: Path, record: dict[str, Any]) -> None:
+    """One JSON line; NaN and infinities (with `allow_nonfinite`) are written as null."""
+    finite = {k: (v if not isinstance(v, float) or math.isfinite(v) else None)
+              for k, v in record.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **params, **{EPOCH_KEY: np.int64(epoch)})
-    os.replace(tmp, path)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(finite, allow_nan=False) + "\n")
+
+
+def reconcile_metrics(path: Path, epoch: int) -> None:
+    """Make the metrics agree with a checkpoint at `epoch` before resuming from it: drop the
+    records of later epochs and a torn last line (a kill left them), note missing epochs."""
+    if not path.is_file():
+        if epoch:
+            errors.note(f"'{path}' holds no metrics of epochs 1..{epoch}")
+        return
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    except OSError as e:
+        raise ir.DlvmError(f"cannot read '{path}': {e.strerror or e}") from None
+    kept, seen, dropped, torn = [], set(), 0, False
+    for i, line in enumerate(lines):
+        record = _record(line)
+        if record is None and i == len(lines) - 1 and not line.endswith("\n"):
+            torn = True
+            continue
+        number = record.get("epoch") if isinstance(record, dict) else None
+        if isinstance(number, int) and number > epoch:
+            dropped += 1
+            continue
+        if isinstance(number, int):
+            seen.add(number)
+        kept.append(line)
+    if dropped or torn:
+        save_text(path, "".join(kept))
+    if torn:
+        errors.note(f"dropped the incomplete last line of '{path}'")
+    if dropped:
+        errors.note(f"dropped {dropped} record(s) of '{path}' after epoch {epoch}, the "
+                    "checkpoint's")
+    missing = sorted(set(range(1, epoch + 1)) - seen)
+    if missing:
+        errors.note(f"'{path}' lacks the metrics of epoch(s) {_ranges(missing)}")
+
+
+def _record(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[1, 2, 3, 5] → "1-3, 5"."""
+    out: list[str] = []
+    start = prev = numbers[0]
+    for n in [*numbers[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(out)
 
 
 # ---------------------------------------------------------------- the loop
@@ -207,65 +419,81 @@ class TrainResult:
 
 
 def accuracy(scores: np.ndarray, labels: np.ndarray) -> float:
-    return float(np.mean(np.argmax(scores, axis=-1) == labels))
+    """The share of rows whose highest score is the label (or the one-hot row's class)."""
+    classes = labels if labels.ndim == 1 else np.argmax(labels, axis=-1)
+    return float(np.mean(np.argmax(scores, axis=-1) == classes))
 
 
-def train(exe: Any, module: ir.Module, spec: TrainSpec, data: DataSpec, reporter: Reporter,
+def start_fresh(spec: TrainSpec) -> None:
+    """A run without --resume starts with no metrics and no checkpoint (validation refused
+    to replace an earlier run's unless --overwrite said to)."""
+    for path in (spec.metrics, spec.checkpoint):
+        if path is not None and path.is_file():
+            path.unlink()
+
+
+def nonfinite(spec: TrainSpec, loss: float, epoch: int, step: int, done: int) -> ir.DlvmError:
+    kept = (f"; '{spec.checkpoint}' keeps the parameters after epoch {done}"
+            if spec.checkpoint is not None and done else "")
+    return ir.DlvmError(f"training stopped: the loss is {loss} at epoch {epoch}, step {step}"
+                        f"{kept} (set train.allow_nonfinite = true to go on)")
+
+
+def train(exe: Any, module: ir.Module, spec: TrainSpec, reporter: Reporter,
           resume: bool) -> TrainResult:
     step = module.function(spec.step)
-    assert step is not None
+    assert step is not None and spec.dataset is not None
     n = len(spec.parameters)
     types = [_tensor(module, t) for t in step.type_.arguments]
-    x_t, y_t, lr_t = types[n], types[n + 1], types[n + 2]
-    assert x_t is not None and y_t is not None and lr_t is not None
-    dataset = Dataset.load(data, NP_DTYPES[str(x_t.dtype)], NP_DTYPES[str(y_t.dtype)])
-    start = 0
+    lr_t = types[n + 2]
+    assert lr_t is not None
+    dataset = spec.dataset
+    start = spec.start_epoch if resume else 0
     if resume:
-        assert spec.checkpoint is not None
-        params = load_parameters(spec.checkpoint, spec.parameters, types[:n])  # type: ignore[arg-type]
-        with np.load(spec.checkpoint) as npz:
-            start = int(npz[EPOCH_KEY]) if EPOCH_KEY in npz.files else 0
         reporter.log(f"resuming from '{spec.checkpoint}' after epoch {start}")
+        if spec.metrics is not None:
+            reconcile_metrics(spec.metrics, start)
     else:
-        params = initial_parameters(spec, types[:n])  # type: ignore[arg-type]
-    if spec.metrics is not None and not resume and spec.metrics.exists():
-        spec.metrics.unlink()  # a fresh run starts a fresh metrics file
-    lr_dtype = NP_DTYPES[str(lr_t.dtype)]
+        start_fresh(spec)
+    params = initial_parameters(spec, types[:n])  # type: ignore[arg-type]
     interrupt = Interrupt()
     result = TrainResult(start, None, None, False)
     size = len(dataset.x_train)
-    steps_per_epoch = math.ceil(size / spec.batch_size) if size else 0
+    steps_per_epoch = math.ceil(size / spec.batch_size)
     with interrupt.installed(), reporter.training(spec.epochs, start, steps_per_epoch) as bar:
         for epoch in range(start, spec.epochs):
-            lr = lr_dtype(spec.learning_rate / (1.0 + spec.decay * epoch))
+            rate = spec.learning_rate / (1.0 + spec.decay * epoch)
+            lr = convert_argument(np.float64(rate), lr_t, "the learning rate")
             began, losses = time.perf_counter(), []
-            for batch in batches(size, spec.batch_size, spec.shuffle_seed, epoch):
+            for number, batch in enumerate(batches(size, spec.batch_size, spec.shuffle_seed,
+                                                    epoch), start=1):
                 out = exe.call(spec.step, *params.values(), dataset.x_train[batch],
                                dataset.y_train[batch], lr)
                 params = dict(zip(spec.parameters, out[:n], strict=True))
-                losses.append(float(out[n]) * len(batch))
-                bar.step(float(out[n]))
+                loss = float(out[n])
+                if not (math.isfinite(loss) or spec.allow_nonfinite):
+                    raise nonfinite(spec, loss, epoch + 1, number, result.epochs_done)
+                losses.append(loss * len(batch))
+                bar.step(loss)
                 if interrupt.requested:
                     break
             if interrupt.requested:
                 result.interrupted = True
                 break
             seconds = time.perf_counter() - began
-            result.loss = sum(losses) / max(size, 1)
-            if spec.evaluate is not None and len(dataset.x_test):
+            result.loss = sum(losses) / size
+            if spec.evaluate is not None:
                 scores = exe.call(spec.evaluate, *params.values(), dataset.x_test)[0]
                 result.accuracy = accuracy(scores, dataset.labels_test)
-            result.epochs_done = epoch + 1
-            if spec.checkpoint is not None:
-                save_checkpoint(spec.checkpoint, params, epoch + 1)
-            record = {"epoch": epoch + 1, "loss": result.loss, "learning_rate": float(lr),
+            record = {"epoch": epoch + 1, "loss": result.loss, "learning_rate": rate,
                       "seconds": seconds, "examples_per_second": size / seconds if seconds else
                       None}
             if result.accuracy is not None:
                 record[spec.metric] = result.accuracy
             if spec.metrics is not None:
-                spec.metrics.parent.mkdir(parents=True, exist_ok=True)
-                with open(spec.metrics, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(record) + "\n")
+                append_metrics(spec.metrics, record)
+            if spec.checkpoint is not None:
+                save_checkpoint(spec.checkpoint, params, epoch + 1)
+            result.epochs_done = epoch + 1
             bar.epoch(record)
     return result
