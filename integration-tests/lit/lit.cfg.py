@@ -35,6 +35,15 @@ if lit_config.maxIndividualTestTimeIsSupported[0]:
     except AttributeError:
         config.maxIndividualTestTime = 60  # lit >= 23: a per-suite setting
 
+# Native code generation, when dlvm-llvm is installed (and BLAS, when numpy carries one).
+try:
+    from dlvm.llvm import blas as _blas
+
+    config.available_features.add("llvm-cpu")
+    if _blas.available():
+        config.available_features.add("blas")
+except ImportError:
+    pass
 if shutil.which("ptxas"):
     config.available_features.add("ptxas")
 if shutil.which("nvidia-smi"):

@@ -18,7 +18,7 @@ from typer.main import get_command_name
 
 from dlvm.cli import errors
 
-CORE_COMMANDS = ("verify", "opt", "exec", "run", "plugins")
+CORE_COMMANDS = ("verify", "opt", "compile", "exec", "run", "plugins")
 DEBUG_KEY = "debug"
 
 
@@ -94,6 +94,7 @@ def root(
 
 def build_app() -> typer.Typer:
     """The app with the core commands only (plugins add theirs in `dlvm.cli.main`)."""
+    from dlvm.cli.commands.compile import compile_
     from dlvm.cli.commands.exec_ import exec_
     from dlvm.cli.commands.opt import opt
     from dlvm.cli.commands.plugins import plugins
@@ -106,6 +107,7 @@ def build_app() -> typer.Typer:
     app.callback()(root)
     app.command("verify")(verify)
     app.command("opt")(opt)
+    app.command("compile")(compile_)
     app.command("exec")(exec_)
     app.command("run")(run)
     app.command("plugins")(plugins)

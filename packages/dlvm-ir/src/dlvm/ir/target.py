@@ -10,7 +10,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -101,7 +101,7 @@ class Target(ABC):
     """A code generator. Subclasses are dataclasses whose fields are their options."""
 
     name = "target"
-    emits: tuple[str, ...] = ()  # what `emit` can write, e.g. ("llvm", "asm", "obj")
+    emits: ClassVar[tuple[str, ...]] = ()  # what `emit` writes, e.g. ("llvm", "asm", "obj")
 
     @abstractmethod
     def compile(self, module: Module) -> Executable: ...

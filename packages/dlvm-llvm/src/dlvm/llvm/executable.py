@@ -1,0 +1,381 @@
+"""Calling compiled code from Python: specializations, contexts, results without copies.
+
+`LLVMExecutable.call(name, *arrays)` converts the arguments as every target does
+(`convert_argument`), finds the build of `@name` for their shapes — compiling it on first
+use, or loading it from the disk cache — and calls its entry function through ctypes.
+Results are numpy arrays over the buffers the code allocated (numpy frees them), so nothing
+is copied; a result that is one of the arguments, or that a global still holds, is copied.
+
+A function gets a build per distinct argument shapes, up to `max_specializations`; beyond
+that (or with `specialize=False`) one build with the function's own `_` dimensions serves
+every shape. Each thread calling an executable has a context of its own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import dlvm.ir as ir
+from dlvm.ir.runtime import ExecutionError, convert_argument, numpy_dtype
+from dlvm.ir.types import ArrayType, TensorType, TupleType, Type
+
+from . import blas, jit
+from .entry import EntryABI, Leaf, build_entry
+from .function import CompileUnit, ErrorSite
+from .layout import Layout
+from .runtime import CTX_GLOBALS, CTX_PARAMS, CTX_RNG, CTX_SITE, CTX_SLOTS, CTX_THREADS, N_PARAMS
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"))
+_free = _libc.free
+_free.argtypes = [ctypes.c_void_p]
+_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_HELPER1 = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_HELPER2 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class _Owner:
+    """Frees a buffer the compiled code handed to Python when numpy no longer needs it."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self, buf: int) -> None:
+        self.buf = buf
+
+    def __del__(self) -> None:
+        _free(self.buf)
+
+
+class _View:
+    """An `__array_interface__` over a buffer, keeping the buffer's owner alive."""
+
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, owner: _Owner, data: int, shape: tuple[int, ...], dtype: np.dtype[Any]
+                 ) -> None:
+        self.owner = owner
+        self.__array_interface__ = {"data": (data, False), "shape": shape,
+                                    "typestr": dtype.str, "version": 3}
+
+
+@dataclass
+class NativeFunction:
+    """One build of one function: its entry, its argument and result layout."""
+
+    name: str
+    abi: EntryABI
+    sites: list[ErrorSite]
+    type_names: list[str]
+    entry: Callable[..., int]
+    release: Callable[..., None]
+    arg_dtypes: list[np.dtype[Any]] = field(default_factory=list)
+    result_dtypes: list[np.dtype[Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.arg_dtypes = [np.dtype(numpy_dtype(leaf.type.dtype)) for leaf in self.abi.args]
+        self.result_dtypes = [np.dtype(numpy_dtype(leaf.type.dtype))
+                              for leaf in self.abi.results]
+
+    def __call__(self, ctx: Context, leaves: list[np.ndarray]) -> list[np.ndarray]:
+        args = np.zeros(max(self.abi.arg_slots, 1), np.int64)
+        keep = []
+        for leaf, value, dtype in zip(self.abi.args, leaves, self.arg_dtypes, strict=True):
+            if leaf.type.rank == 0:
+                args[leaf.slot:leaf.slot + 1].view(np.uint8)[:dtype.itemsize] = \
+                    np.asarray(value, dtype).reshape(1).view(np.uint8)
+            else:
+                arr = value if value.flags.c_contiguous else np.ascontiguousarray(value)
+                keep.append(arr)
+                args[leaf.slot] = arr.__array_interface__["data"][0]
+                args[leaf.slot + 1:leaf.slot + 1 + arr.ndim] = arr.shape
+        results = np.zeros(max(self.abi.result_slots, 1), np.int64)
+        status = self.entry(ctx.address, args.ctypes.data, results.ctypes.data)
+        del keep
+        if status:
+            raise ExecutionError(ctx.error(self))
+        return self.wrap(ctx, results)
+
+    def wrap(self, ctx: Context, results: np.ndarray) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        owners: dict[int, _Owner] = {}
+        counts: dict[int, int] = {}
+        for leaf in self.abi.results:
+            if leaf.type.rank:
+                buf = int(results[leaf.slot])
+                counts[buf] = counts.get(buf, 0) + 1
+        for leaf, dtype in zip(self.abi.results, self.result_dtypes, strict=True):
+            if leaf.type.rank == 0:
+                raw = results[leaf.slot:leaf.slot + 1].view(np.uint8)[:dtype.itemsize]
+                out.append(raw.view(dtype).reshape(()).copy())
+                continue
+            buf, data = int(results[leaf.slot]), int(results[leaf.slot + 1])
+            shape = tuple(int(d) for d in results[leaf.slot + 2:leaf.slot + 2 + leaf.type.rank])
+            if not buf:  # a value that was never defined
+                out.append(np.zeros(shape, dtype))
+                continue
+            owner = owners.get(buf)
+            count = ctypes.c_int64.from_address(buf).value
+            if owner is None and count == counts[buf]:
+                owner = owners[buf] = _Owner(buf)
+            if owner is not None:
+                out.append(np.asarray(_View(owner, data, shape, dtype)))
+                continue
+            # not ours alone (an argument's, a constant's, a global's): copy it, and drop the
+            # reference the result held (a count below zero marks memory nobody counts)
+            size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            raw = (ctypes.c_char * size).from_address(data) if size else b""
+            out.append(np.frombuffer(bytes(raw), dtype).reshape(shape).copy())
+            if count > 0:
+                self.release(ctx.address, buf)
+        return out
+
+
+class Context:
+    """The per-thread context of an executable: error slots, pool, globals, generator."""
+
+    def __init__(self, executable: LLVMExecutable) -> None:
+        self.memory = np.zeros(CTX_SLOTS, np.int64)
+        self.address = self.memory.ctypes.data
+        self.memory[CTX_THREADS] = executable.threads
+        self.memory[CTX_GLOBALS] = executable.globals_table.ctypes.data
+        self.memory[CTX_RNG] = executable.rng_id
+        self.executable = weakref.ref(executable)
+
+    def error(self, fn: NativeFunction) -> str:
+        from .fallback import PYTHON_ERROR
+
+        site = int(self.memory[CTX_SITE])
+        params = [int(p) for p in self.memory[CTX_PARAMS:CTX_PARAMS + N_PARAMS]]
+        if not 0 < site < len(fn.sites):
+            return f"'@{fn.name}' failed (error site {site})"
+        s = fn.sites[site]
+        if s.message == PYTHON_ERROR:
+            exe = self.executable()
+            return s.where + (exe.fallback_error if exe is not None else "failed")
+        return s.format(params, fn.type_names)
+
+
+class LLVMExecutable(ir.Executable):
+    def __init__(self, module: ir.Module, *, threads: int = 1, opt_level: int = 3,
+                 cache: bool = True, specialize: bool = True, max_specializations: int = 8,
+                 seed: int = 0, timeout: float | None = None) -> None:
+        self.module = module
+        self.threads = threads
+        self.opt_level = opt_level
+        self.specialize = specialize
+        self.max_specializations = max_specializations
+        self.timeout = timeout
+        self.disk = jit.DiskCache() if cache else None
+        self.engine = jit.Engine()
+        self.text = ir.print_module(module)
+        self.builds: dict[tuple[str, tuple[Any, ...]], NativeFunction] = {}
+        self.per_function: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.local = threading.local()
+        self.layout = Layout(module)
+        self.globals_table, self.global_cells = self.make_globals()
+        from . import fallback
+        from .random import register_generator
+
+        self.rng_id = register_generator(self, seed)
+        self.rng = np.random.default_rng(seed)
+        fallback.register(self, self.rng_id)
+        self.fallbacks: list[ir.Instruction] = []  # run by their numpy semantics
+        self.fallback_error = ""
+        self.contexts: list[Context] = []
+        self.ctx_free: Callable[..., None] | None = None
+        blas.register_symbols()
+        if threads > 1:
+            from . import pool
+
+            pool.address()
+
+    # ------------------------------------------------------------ calling
+
+    def call(self, name: str, *args: Any) -> tuple[np.ndarray, ...]:
+        name = name.removeprefix("@")
+        fn = self.module.function(name)
+        if fn is None or not fn.blocks:
+            raise ExecutionError(f"no function '@{name}' in module '{self.module.name}'")
+        ftype = fn.type_
+        if len(args) != len(ftype.arguments):
+            raise ExecutionError(f"'@{name}' takes {len(ftype.arguments)} arguments, "
+                                 f"{len(args)} given")
+        leaves: list[np.ndarray] = []
+        for k, (a, t) in enumerate(zip(args, ftype.arguments, strict=True)):
+            leaves.extend(self.convert(a, t, f"argument {k}"))
+        native = self.build(fn, leaves)
+        ctx = self.context()
+        return tuple(native(ctx, leaves))
+
+    def convert(self, value: Any, t: Type, what: str) -> list[np.ndarray]:
+        t = self.module.resolve(t)
+        if isinstance(t, TensorType):
+            return [convert_argument(value, t, what)]
+        parts = t.elements if isinstance(t, TupleType) else (
+            [t.element] * t.count if isinstance(t, ArrayType) else None)
+        if parts is None:
+            raise ExecutionError(f"{what}: values of type {t} cannot be passed from Python")
+        if not isinstance(value, tuple | list) or len(value) != len(parts):
+            raise ExecutionError(f"{what}: expected a tuple of type {t}")
+        return [x for v, e in zip(value, parts, strict=True) for x in self.convert(v, e, what)]
+
+    def context(self) -> Context:
+        ctx = getattr(self.local, "ctx", None)
+        if ctx is None:
+            ctx = self.local.ctx = Context(self)
+            self.contexts.append(ctx)
+        return ctx
+
+    # ------------------------------------------------------------ building
+
+    def build(self, fn: ir.Function, leaves: list[np.ndarray]) -> NativeFunction:
+        name = fn.name or ""
+        key = (name, tuple(a.shape for a in leaves))
+        native = self.builds.get(key)
+        if native is not None:
+            return native
+        with self.lock:
+            native = self.builds.get(key)
+            if native is not None:
+                return native
+            generic = not self.specialize or self.per_function.get(name, 0) >= \
+                self.max_specializations
+            arg_types = None if generic else self.shaped(fn, leaves)
+            generic_key = (name, ("generic",))
+            if generic and generic_key in self.builds:
+                native = self.builds[generic_key]
+            else:
+                native = self.compile_function(fn, arg_types)
+                if generic:
+                    self.builds[generic_key] = native
+                else:
+                    self.per_function[name] = self.per_function.get(name, 0) + 1
+            self.builds[key] = native
+            return native
+
+    def shaped(self, fn: ir.Function, leaves: list[np.ndarray]) -> tuple[Type, ...]:
+        """The argument types with every tensor's dimensions those of its array."""
+        it = iter(leaves)
+
+        def shape(t: Type) -> Type:
+            rt = self.module.resolve(t)
+            if isinstance(rt, TensorType):
+                return rt.with_shape(next(it).shape)
+            if isinstance(rt, TupleType):
+                return TupleType(tuple(shape(e) for e in rt.elements))
+            if isinstance(rt, ArrayType):
+                return ArrayType(rt.count, shape(rt.element))
+            return t
+
+        return tuple(shape(t) for t in fn.type_.arguments)
+
+    def compile_function(self, fn: ir.Function, arg_types: tuple[Type, ...] | None
+                         ) -> NativeFunction:
+        name = fn.name or ""
+        signature = ", ".join(map(str, arg_types)) if arg_types is not None else "generic"
+        key = jit.cache_key(self.text, name, signature, f"threads={self.threads}",
+                            f"opt={self.opt_level}", f"blas={blas.available()}")
+        found = self.disk.get(key) if self.disk is not None else None
+        if found is not None:
+            obj, info = found
+            abi = abi_from_json(info["abi"])
+            sites = [ErrorSite(*s) for s in info["sites"]]
+            type_names = info["type_names"]
+            helpers = info["helpers"]
+            fallbacks = info.get("fallbacks", [])
+        else:
+            unit = CompileUnit(self.module, f"k{key[:16]}", threads=self.threads)
+            spec = unit.specializer.spec(fn, arg_types)
+            abi = build_entry(unit, spec)
+            unit.lower_all()
+            helpers = unit.rt.export_helpers(unit.llmod.name)
+            text = str(unit.llmod)
+            obj = jit.emit(text, "obj", self.opt_level)  # type: ignore[assignment]
+            sites, type_names = unit.sites, unit.type_names
+            fallbacks = unit.fallbacks
+            if fallbacks:
+                helpers["fallback_base"] = f"{unit.llmod.name}.fallback_base"
+            if self.disk is not None:
+                self.disk.put(key, obj, {"abi": abi_to_json(abi), "helpers": helpers,
+                                         "sites": [[s.message, s.where, s.types] for s in sites],
+                                         "type_names": type_names, "fallbacks": fallbacks})
+        self.engine.load(obj)
+        if fallbacks:
+            base = self.engine.ee.get_global_value_address(helpers["fallback_base"])
+            ctypes.c_int64.from_address(base).value = len(self.fallbacks)
+            self.fallbacks.extend(self.instruction_at(*where) for where in fallbacks)
+        entry = _ENTRY(self.engine.address(abi.symbol))
+        release = _HELPER2(self.engine.address(helpers["release"]))
+        if self.ctx_free is None:
+            self.ctx_free = _HELPER1(self.engine.address(helpers["ctx_free"]))
+            weakref.finalize(self, _free_contexts, self.ctx_free, self.contexts)
+        return NativeFunction(name, abi, sites, type_names, entry, release)
+
+    def instruction_at(self, function: str, block: int, index: int) -> ir.Instruction:
+        fn = self.module.function(function)
+        assert fn is not None
+        return fn.blocks[block].instructions[index]
+
+    def fallback(self, index: int) -> ir.Instruction:
+        return self.fallbacks[index]
+
+    # ------------------------------------------------------------ globals
+
+    def make_globals(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        from .runtime import HEADER_BYTES
+
+        jit.initialize()
+        td = jit.target_machine().target_data
+        cells = []
+        for g in self.module.globals:
+            lt = self.layout.lower(g.value_type)
+            size = HEADER_BYTES + int(lt.get_abi_size(td))
+            cells.append(np.zeros(size // 8 + 1, np.int64))
+        table = np.array([c.ctypes.data for c in cells] or [0], np.int64)
+        return table, cells
+
+
+def _free_contexts(ctx_free: Callable[..., None], contexts: list[Context]) -> None:
+    for ctx in contexts:
+        ctx_free(ctx.address)
+
+
+# ---------------------------------------------------------------- (de)serializing the ABI
+
+
+def abi_to_json(abi: EntryABI) -> dict[str, Any]:
+    def leaves(xs: list[Leaf]) -> list[list[Any]]:
+        return [[str(x.type), x.slot] for x in xs]
+
+    return {"symbol": abi.symbol, "args": leaves(abi.args), "arg_slots": abi.arg_slots,
+            "results": leaves(abi.results), "result_slots": abi.result_slots,
+            "result_is_tuple": abi.result_is_tuple}
+
+
+def abi_from_json(data: dict[str, Any]) -> EntryABI:
+    def leaves(xs: list[list[Any]]) -> list[Leaf]:
+        return [Leaf(tensor_type_from_text(text), int(slot)) for text, slot in xs]
+
+    return EntryABI(data["symbol"], leaves(data["args"]), int(data["arg_slots"]),
+                    leaves(data["results"]), int(data["result_slots"]),
+                    bool(data["result_is_tuple"]))
+
+
+def tensor_type_from_text(text: str) -> TensorType:
+    """`f32` or `<2 x _ x f32>` back into a TensorType (the cache stores types as text)."""
+    from dlvm.ir.types import parse_data_type
+
+    inner = text.strip("<>")
+    parts = [p.strip() for p in inner.split(" x ")]
+    dtype = parse_data_type(parts[-1])
+    assert dtype is not None, text
+    return TensorType(tuple(None if p == "_" else int(p) for p in parts[:-1]), dtype)
+

@@ -1,0 +1,778 @@
+"""Element-wise regions as loop nests.
+
+A *region* is a `!kernel` function of `fuse-elementwise` (its body, called with the
+caller's values), or one element-wise instruction, `reduce` or `unbroadcast` on its own. It
+becomes one loop nest over its *iteration space* — the broadcast shape of its element-wise
+values — in a function of its own:
+
+    i32 @kernel(ptr ctx, ptr noalias data…, scalars…, sizes…, i64 begin, i64 end)
+
+Operands are read by index arithmetic: each tensor has a stride per dimension, 0 along the
+dimensions it is broadcast on, so no broadcast is ever materialized. Outputs are written at
+their own strides; a reduction (`reduce`, `unbroadcast`) accumulates into its output at
+strides that are 0 along the reduced dimensions — in a register when the innermost dimension
+is reduced. Adjacent dimensions that every access walks contiguously are merged, so a region
+over same-shaped tensors is one flat loop that LLVM vectorizes. The outermost dimension is
+split over the `begin`/`end` range of a task (threads on the CPU, blocks on a GPU).
+
+The caller computes the sizes (checking, where they are known only at run time, that they
+broadcast), allocates the outputs — or writes an output over a dying input of the same shape
+whose buffer nobody else holds — and calls the loop nest. Element values come from the
+shared `SCALAR` table (`scalar.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from llvmlite import ir as ll
+
+from dlvm.ir import BuiltinRef, Function, Instruction, LiteralValue, Value
+from dlvm.ir.core import ScalarLiteral
+from dlvm.ir.types import TensorType, Type
+
+from .emit import add, alloca, for_range, gep, i32, i64, is_const, mul
+from .function import FunctionLowering, Tensor, lowers, make_tensor, scalar_constant
+from .layout import I1, I8, I64, PTR, element_size, element_type, scalar_type
+from .scalar import SCALAR, ScalarEmitter, combine, identity
+from .specialize import Spec
+
+REDUCTIONS = ("reduce", "unbroadcast")
+PARALLEL_MIN = 1 << 16  # element·operations below which a kernel runs on one thread
+CHUNKS_PER_THREAD = 4
+
+
+def combinator_name(inst: Instruction) -> str:
+    if inst.opcode == "unbroadcast":
+        return "add"
+    comb = inst.combinator
+    return comb.name if isinstance(comb, BuiltinRef) else comb
+
+
+def rule_of(inst: Instruction) -> object:
+    """The scalar rule of a region instruction (`builtin "min"` is the instruction `min`)."""
+    return SCALAR[inst.builtin if inst.opcode == "builtin" else inst.opcode]
+
+
+def is_region_instruction(inst: Instruction) -> bool:
+    if inst.opcode == "reduce":
+        return isinstance(inst.combinator, str | BuiltinRef)
+    return inst.has_trait("elementwise") or inst.opcode == "unbroadcast"
+
+
+# ---------------------------------------------------------------- entry points
+
+
+@lowers(*[op for op in SCALAR], "reduce", "unbroadcast")
+def lower_single(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    """One element-wise instruction or reduction, as a region of its own."""
+    if inst.opcode == "reduce" and not is_region_instruction(inst):
+        from .lower_tensor import reduce_by_function
+
+        return reduce_by_function(fl, inst)
+    if inst.opcode not in SCALAR and inst.opcode not in REDUCTIONS:
+        from .fallback import lower_fallback
+
+        return lower_fallback(fl, inst)  # type: ignore[return-value]
+    inputs = {v: v for v in dict.fromkeys(inst.operands) if not isinstance(v, LiteralValue)}
+    region = Region(fl, [inst], fl.type, inputs, [inst])
+    return region.lower()[0]
+
+
+def lower_kernel_call(fl: FunctionLowering, inst: Instruction, spec: Spec) -> ll.Value:
+    """`apply @k(…)` of a `!kernel`: the region is k's body, its inputs the call's operands."""
+    kernel: Function = spec.fn
+    body = kernel.entry.instructions
+    if not all(i.opcode in SCALAR or i.opcode in REDUCTIONS for i in body[:-1]):
+        # an instruction without a scalar rule: call the kernel as a function
+        from .lower_control import call_function
+
+        return call_function(fl, inst, spec)
+    ret = body[-1]
+    value = ret.fields.get("value")
+    if isinstance(value, LiteralValue):  # a tuple of outputs
+        outputs = list(value.literal.values()) if value.literal is not None else []
+        outputs = [v for v in value.literal.elements]  # type: ignore[attr-defined]
+    else:
+        outputs = [value]
+    inputs = dict(zip(kernel.entry.arguments, inst.args, strict=True))
+
+    def type_of(v: Value) -> Type:
+        return fl.layout.resolve(spec.type(v))
+
+    region = Region(fl, body[:-1], type_of, inputs, outputs)
+    results = region.lower()
+    if len(outputs) == 1 and not isinstance(value, LiteralValue):
+        return results[0]
+    t = fl.layout.lower(fl.type(inst))
+    tup: ll.Value = ll.Constant(t, None)
+    for k, r in enumerate(results):
+        tup = fl.b.insert_value(tup, r, k)
+    return tup
+
+
+# ---------------------------------------------------------------- the region
+
+
+@dataclass
+class Access:
+    """One tensor the loop nest reads, writes or accumulates into."""
+
+    data: ll.Value
+    strides: list[ll.Value]
+    dtype_type: TensorType
+    guards: list[tuple[int, ll.Value]] = field(default_factory=list)  # (dim, size ≠ 1?)
+
+
+@dataclass
+class Accumulator:
+    inst: Instruction
+    access: Access
+    source: Value
+
+
+class Region:
+    def __init__(self, fl: FunctionLowering, insts: list[Instruction], type_of,
+                 inputs: dict[Value, Value], outputs: list[Value]) -> None:
+        self.fl = fl
+        self.b = fl.b
+        self.insts = insts
+        self.type_of = type_of
+        self.inputs = inputs  # region value → caller value
+        self.outputs = outputs
+        self.dims: dict[Value, list[ll.Value]] = {}
+        self.members = set(insts)
+
+    # ------------------------------------------------------------ sizes
+
+    def ttype(self, v: Value) -> TensorType:
+        t = self.type_of(v)
+        assert isinstance(t, TensorType), f"{v!r}: {t}"
+        return t
+
+    def value_dims(self, v: Value) -> list[ll.Value]:
+        found = self.dims.get(v)
+        if found is not None:
+            return found
+        t = self.ttype(v)
+        if isinstance(v, LiteralValue) or t.rank == 0:
+            dims = [i64(d) for d in t.shape]  # literals have static types
+        elif v in self.inputs:
+            dims = Tensor(self.b, self.fl.value(self.inputs[v]), self.fl.tensor_type(
+                self.inputs[v])).dims
+            dims = [i64(s) if s is not None else d for s, d in zip(t.shape, dims, strict=True)]
+        else:
+            dims = self.instruction_dims(v)  # type: ignore[arg-type]
+        self.dims[v] = dims
+        return dims
+
+    def instruction_dims(self, inst: Instruction) -> list[ll.Value]:
+        t = self.ttype(inst)
+        if inst.opcode == "reduce":
+            x = self.value_dims(inst.x)
+            dims = range(len(x)) if inst.dims is None else inst.dims
+            return [d for k, d in enumerate(x) if k not in dims]
+        if inst.opcode == "unbroadcast":
+            like = self.value_dims(inst.like)
+            self.check_unbroadcast(inst, like)
+            return [i64(s) if s is not None else d for s, d in zip(t.shape, like, strict=True)]
+        operands = [v for v in inst.operands if self.ttype(v).rank == t.rank]
+        out: list[ll.Value] = []
+        for k, s in enumerate(t.shape):
+            sizes = [self.value_dims(v)[k] for v in operands]
+            if s is not None and all(is_const(d) for d in sizes):
+                out.append(i64(s))
+                continue
+            d = sizes[0]
+            for other in sizes[1:]:
+                self.check_broadcast(inst, d, other, k)
+                d = self.broadcast(d, other)
+            out.append(i64(s) if s is not None else d)
+        return out
+
+    def broadcast(self, a: ll.Value, b: ll.Value) -> ll.Value:
+        if is_const(a) and is_const(b):
+            return i64(b.constant if a.constant == 1 else a.constant)
+        return self.b.select(self.b.icmp_signed("==", a, i64(1)), b, a)
+
+    def check_broadcast(self, inst: Instruction, a: ll.Value, b: ll.Value, k: int) -> None:
+        if is_const(a) and is_const(b) and (a.constant == b.constant or 1 in (
+                a.constant, b.constant)):
+            return
+        bb = self.b
+        ok = bb.or_(bb.icmp_signed("==", a, b), bb.or_(bb.icmp_signed("==", a, i64(1)),
+                                                          bb.icmp_signed("==", b, i64(1))))
+        self.fl.fail_if(bb.not_(ok), "shapes cannot be broadcast together: dimension "
+                        f"{k} has sizes {{0}} and {{1}}", [a, b], inst=inst)
+
+    def check_unbroadcast(self, inst: Instruction, like: list[ll.Value]) -> None:
+        x = self.value_dims(inst.x)
+        if not like:
+            return
+        bb = self.b
+        for k, (lk, xk) in enumerate(zip(like, x, strict=True)):
+            if is_const(lk) and is_const(xk) and lk.constant in (1, xk.constant):
+                continue
+            ok = bb.or_(bb.icmp_signed("==", lk, i64(1)), bb.icmp_signed("==", lk, xk))
+            self.fl.fail_if(bb.not_(ok), f"unbroadcast: dimension {k} of size {{0}} does not "
+                            "broadcast to size {1}", [lk, xk], inst=inst)
+
+    def iteration_space(self) -> list[ll.Value]:
+        rank = self.rank
+        sources: list[Value] = []
+        for inst in self.insts:
+            if inst.opcode in REDUCTIONS:
+                sources.append(inst.x)
+            elif self.ttype(inst).rank == rank:
+                sources.append(inst)
+        space: list[ll.Value] | None = None
+        for v in sources:
+            if self.ttype(v).rank != rank:
+                continue
+            d = self.value_dims(v)
+            space = list(d) if space is None else [self.broadcast(a, c) for a, c in zip(
+                space, d, strict=True)]
+        assert space is not None
+        return space
+
+    @property
+    def rank(self) -> int:
+        ranks = [self.ttype(i.x).rank if i.opcode in REDUCTIONS else self.ttype(i).rank
+                 for i in self.insts]
+        return max(ranks)
+
+    # ------------------------------------------------------------ strides
+
+    @staticmethod
+    def contiguous(b: ll.IRBuilder, dims: Sequence[ll.Value]) -> list[ll.Value]:
+        strides: list[ll.Value] = [i64(1)] * len(dims)
+        for k in range(len(dims) - 2, -1, -1):
+            strides[k] = mul(b, strides[k + 1], dims[k + 1])
+        return strides
+
+    def broadcast_strides(self, dims: Sequence[ll.Value]) -> list[ll.Value]:
+        """Contiguous strides, 0 along dimensions of size 1 (read as broadcast)."""
+        b = self.b
+        out = []
+        for d, s in zip(dims, self.contiguous(b, dims), strict=True):
+            if is_const(d):
+                out.append(i64(0) if d.constant == 1 else s)
+            else:
+                out.append(b.select(b.icmp_signed("==", d, i64(1)), i64(0), s))
+        return out
+
+    # ------------------------------------------------------------ lowering
+
+    def lower(self) -> list[ll.Value]:
+        if self.rank == 0:
+            return self.lower_scalar()
+        fl, b = self.fl, self.b
+        space = self.iteration_space()
+        reads: dict[Value, Access] = {}
+        for v in self.region_operands():
+            t = self.ttype(v)
+            if t.rank == self.rank and not isinstance(v, LiteralValue):
+                caller = Tensor(b, fl.value(self.inputs[v]), fl.tensor_type(self.inputs[v]))
+                reads[v] = Access(caller.data, self.broadcast_strides(self.value_dims(v)), t)
+        writes: dict[Value, Access] = {}
+        results: dict[Value, ll.Value] = {}
+        reused: list[tuple[Value, ll.Value]] = []
+        accumulators: list[Accumulator] = []
+        scalar_slots: dict[Value, ll.Value] = {}
+        from .lower_control import result_slot
+
+        for out in dict.fromkeys(self.outputs):
+            if out not in self.members:
+                continue
+            t = self.ttype(out)
+            inst: Instruction = out  # type: ignore[assignment]
+            if inst.opcode in REDUCTIONS:
+                acc = self.accumulator(inst, space, results, scalar_slots)
+                accumulators.append(acc)
+            elif t.rank == 0:
+                scalar_slots[out] = result_slot(fl, element_type(t.dtype))
+            else:
+                dims = self.value_dims(out)
+                struct, data = self.output_buffer(out, t, dims, reused)
+                results[out] = struct
+                writes[out] = Access(data, self.broadcast_strides(dims), t)
+        # reductions that only feed other outputs still need a place: none do, by fusion
+        self.emit_loop(space, reads, writes, accumulators, scalar_slots)
+        for v, slot in scalar_slots.items():
+            if v not in results:
+                results[v] = fl.load_scalar(slot, self.ttype(v))
+        out_values = []
+        for v in self.outputs:
+            if v in results:
+                out_values.append(results[v])
+            else:  # an input passed straight through
+                caller = self.inputs.get(v, v)
+                value = fl.value(caller)
+                fl.retain(value, fl.type(caller))
+                out_values.append(value)
+        return out_values
+
+    def region_operands(self) -> list[Value]:
+        seen: dict[Value, None] = {}
+        for inst in self.insts:
+            for v in inst.operands:
+                if v not in self.members:
+                    seen[v] = None
+        return list(seen)
+
+    def output_buffer(self, out: Value, t: TensorType, dims: list[ll.Value],
+                      reused: list[tuple[Value, ll.Value]]) -> tuple[ll.Value, ll.Value]:
+        """A buffer for an element-wise output: a dying input's own, when nobody else holds
+        it and it has the same shape, else a new one."""
+        fl, b = self.fl, self.b
+        candidate = self.reusable_input(t)
+        if candidate is None:
+            return fl.new_tensor(t, dims)
+        caller = self.inputs[candidate]
+        fl.take(caller)
+        src = Tensor(b, fl.value(caller), fl.tensor_type(caller))
+        unique = b.call(fl.rt.get("unique"), [src.buf])
+        with b.if_else(unique) as (reuse, fresh):
+            with reuse:
+                reuse_block = b.block
+            with fresh:
+                struct, _ = fl.new_tensor(t, dims)
+                fresh_block = b.block
+        phi = b.phi(struct.type)
+        phi.add_incoming(src.value, reuse_block)
+        phi.add_incoming(struct, fresh_block)
+        was_reused = b.phi(I1)
+        was_reused.add_incoming(ll.Constant(I1, 1), reuse_block)
+        was_reused.add_incoming(ll.Constant(I1, 0), fresh_block)
+        reused.append((caller, was_reused))
+        self.pending_releases.append((caller, was_reused))
+        out_struct = make_tensor(b, b.extract_value(phi, 0), b.extract_value(phi, 1), dims)
+        return out_struct, b.extract_value(phi, 1)
+
+    def reusable_input(self, t: TensorType) -> Value | None:
+        if not t.is_static:
+            return None
+        dying = self.fl.dying(self.fl.current) if self.fl.current is not None else set()
+        for v, caller in self.inputs.items():
+            if caller in self.taken_inputs or caller not in dying:
+                continue
+            if not self.fl.own.is_owned(caller):
+                continue
+            vt = self.type_of(v)
+            if isinstance(vt, TensorType) and vt.shape == t.shape and element_size(
+                    vt.dtype) == element_size(t.dtype) and v in set(self.region_operands()):
+                self.taken_inputs.add(caller)
+                return v
+        return None
+
+    def accumulator(self, inst: Instruction, space: list[ll.Value],
+                    results: dict[Value, ll.Value],
+                    scalar_slots: dict[Value, ll.Value]) -> Accumulator:
+        fl, b = self.fl, self.b
+        t = self.ttype(inst)
+        x_dims = self.value_dims(inst.x)
+        rank = self.rank
+        if inst.opcode == "reduce":
+            reduced = set(range(rank) if inst.dims is None else inst.dims)
+            out_dims = [d for k, d in enumerate(x_dims) if k not in reduced]
+            kept = [k for k in range(rank) if k not in reduced]
+            out_strides = self.contiguous(b, out_dims)
+            strides = [i64(0)] * rank
+            for k, s in zip(kept, out_strides, strict=True):
+                strides[k] = s if not (is_const(x_dims[k]) and x_dims[k].constant == 1) else i64(0)
+            init = self.scalar_operand(inst.init)
+        else:  # unbroadcast: reduce along the dimensions where `like` has size 1
+            out_dims = self.value_dims(inst)
+            strides = self.broadcast_strides(out_dims) if out_dims else [i64(0)] * rank
+            init = ll.Constant(scalar_type(t.dtype), 0)
+        guards = []
+        for k, (xd, sd) in enumerate(zip(x_dims, space, strict=True)):
+            if is_const(xd) and is_const(sd) and xd.constant == sd.constant:
+                continue
+            if is_const(xd) and xd.constant != 1:
+                continue
+            guards.append((k, b.icmp_signed("!=", xd, i64(1))))
+        if t.rank == 0:
+            slot = result_slot_of(fl, element_type(t.dtype))
+            fl.store_scalar(init, slot)
+            scalar_slots[inst] = slot
+            access = Access(slot, [i64(0)] * rank, t, guards)
+        else:
+            struct, data = fl.new_tensor(t, out_dims)
+            results[inst] = struct
+            self.fill(data, t, out_dims, init)
+            access = Access(data, strides, t, guards)
+        return Accumulator(inst, access, inst.x)
+
+    def fill(self, data: ll.Value, t: TensorType, dims: list[ll.Value], value: ll.Value) -> None:
+        b = self.b
+        n = self.count(dims)
+        with for_range(b, i64(0), n, "fill") as i:
+            self.fl.store_scalar(value, gep(b, element_type(t.dtype), data, i))
+
+    def count(self, dims: Sequence[ll.Value]) -> ll.Value:
+        out: ll.Value = i64(1)
+        for d in dims:
+            out = mul(self.b, out, d)
+        return out
+
+    def scalar_operand(self, v: Value) -> ll.Value:
+        if isinstance(v, LiteralValue):
+            return self.fl.value(v)
+        return self.fl.value(self.inputs.get(v, v))
+
+    # ------------------------------------------------------------ the scalar case
+
+    def lower_scalar(self) -> list[ll.Value]:
+        fl, b = self.fl, self.b
+        env: dict[Value, ll.Value] = {}
+
+        def get(v: Value) -> ll.Value:
+            if v in env:
+                return env[v]
+            return self.scalar_operand(v)
+
+        emitter = self.emitter(b)
+        for inst in self.insts:
+            if inst.opcode in REDUCTIONS:
+                # a reduction of a scalar: init ⊕ x
+                x = get(inst.x)
+                start = get(inst.init) if inst.opcode == "reduce" else ll.Constant(x.type, 0)
+                env[inst] = combine(emitter, combinator_name(inst), start, x, False)
+                continue
+            env[inst] = rule_of(inst)(emitter, inst, [get(v) for v in inst.operands])
+        for site, cond in emitter.flags:
+            with b.if_then(cond, likely=False):
+                fl.rt.fail(b, fl.ctx, site)
+        outs = []
+        for v in self.outputs:
+            if v in env:
+                outs.append(env[v])
+            else:
+                caller = self.inputs.get(v, v)
+                outs.append(fl.value(caller))
+        return outs
+
+    def emitter(self, b: ll.IRBuilder) -> ScalarEmitter:
+        fl = self.fl
+
+        def dtype_of(v: Value) -> object:
+            return self.ttype(v).dtype
+
+        return ScalarEmitter(b, fl.unit.math.call, lambda inst, msg: fl.site(msg, inst),
+                             dtype_of)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------ the loop nest
+
+    def emit_loop(self, space: list[ll.Value], reads: dict[Value, Access],
+                  writes: dict[Value, Access], accumulators: list[Accumulator],
+                  scalar_slots: dict[Value, ll.Value]) -> None:
+        fl, b = self.fl, self.b
+        accesses = [*reads.values(), *writes.values(), *(a.access for a in accumulators)]
+        space, stride_lists = collapse(space, [a.strides for a in accesses],
+                                       [bool(a.guards) for a in accesses])
+        for a, s in zip(accesses, stride_lists, strict=True):
+            a.strides = s
+        loop = LoopFunction(fl, self)
+        loop.build(space, reads, writes, accumulators, scalar_slots)
+        args = [fl.ctx, *loop.captured_values]
+        # split over threads when the outermost dimension is not reduced (chunks would add
+        # into the same elements) and the region is large enough to pay for the hand-off
+        splittable = all(is_const(a.access.strides[0]) and a.access.strides[0].constant != 0
+                         for a in accumulators) and not scalar_slots
+        if fl.unit.threads > 1 and splittable:
+            work = mul(b, self.count(space), i64(max(1, len(self.insts))))
+            status_slot = result_slot_of(fl, ll.IntType(32))
+            with b.if_else(b.icmp_signed(">=", work, i64(PARALLEL_MIN))) as (split, direct):
+                with split:
+                    b.store(loop.run_parallel(b, args, space[0]), status_slot)
+                with direct:
+                    b.store(b.call(loop.fn, [*args, i64(0), space[0]]), status_slot)
+            status = b.load(status_slot, typ=ll.IntType(32))
+        else:
+            status = b.call(loop.fn, [*args, i64(0), space[0]])
+        fl.check(status)
+        for caller, was_reused in self.pending_releases:
+            with b.if_then(b.not_(was_reused)):
+                fl.release(fl.value(caller), fl.type(caller))
+
+    @property
+    def pending_releases(self) -> list[tuple[Value, ll.Value]]:
+        if not hasattr(self, "_pending"):
+            self._pending: list[tuple[Value, ll.Value]] = []
+        return self._pending
+
+    @property
+    def taken_inputs(self) -> set[Value]:
+        if not hasattr(self, "_taken"):
+            self._taken: set[Value] = set()
+        return self._taken
+
+
+def result_slot_of(fl: FunctionLowering, t: ll.Type) -> ll.Value:
+    from .lower_control import result_slot
+
+    return result_slot(fl, t)
+
+
+def collapse(space: list[ll.Value], strides: list[list[ll.Value]], guarded: list[bool]
+             ) -> tuple[list[ll.Value], list[list[ll.Value]]]:
+    """Merge adjacent dimensions k, k+1 that every access walks as one (stride_k =
+    stride_{k+1}·size_{k+1}, all constants)."""
+    if any(guarded):
+        return space, strides
+    dims = list(space)
+    lists = [list(s) for s in strides]
+    k = len(dims) - 2
+    while k >= 0:
+        inner = dims[k + 1]
+        ok = is_const(inner) and all(
+            is_const(s[k]) and is_const(s[k + 1]) and s[k].constant == s[k + 1].constant *
+            inner.constant for s in lists)
+        if ok and is_const(dims[k]):
+            dims[k] = i64(dims[k].constant * inner.constant)
+            del dims[k + 1]
+            for s in lists:
+                s[k] = s[k + 1]
+                del s[k + 1]
+        k -= 1
+    return dims, lists
+
+
+class LoopFunction:
+    """The loop nest of a region, as a function of the values it captures."""
+
+    def __init__(self, fl: FunctionLowering, region: Region) -> None:
+        self.fl = fl
+        self.region = region
+        self.captured: dict[int, int] = {}  # id(caller value) → parameter index
+        self.captured_values: list[ll.Value] = []
+        self.param_types: list[ll.Type] = []
+        self.noalias: list[bool] = []
+
+    def capture(self, v: ll.Value, pointer: bool = False) -> int:
+        key = id(v)
+        index = self.captured.get(key)
+        if index is None:
+            index = self.captured[key] = len(self.captured_values)
+            self.captured_values.append(v)
+            self.param_types.append(v.type)
+            self.noalias.append(pointer)
+        return index
+
+    def build(self, space: list[ll.Value], reads: dict[Value, Access],
+              writes: dict[Value, Access], accumulators: list[Accumulator],
+              scalar_slots: dict[Value, ll.Value]) -> None:
+        fl, region = self.fl, self.region
+        # decide the parameters first: everything the loop reads from the caller
+        plan_values: list[ll.Value] = []
+
+        def note(v: ll.Value, pointer: bool = False) -> None:
+            if not isinstance(v, ll.Constant):
+                self.capture(v, pointer)
+                plan_values.append(v)
+
+        for a in [*reads.values(), *writes.values(), *(x.access for x in accumulators)]:
+            note(a.data, True)
+            for s in a.strides:
+                note(s)
+            for _, g in a.guards:
+                note(g)
+        for v in scalar_slots.values():
+            note(v, True)
+        for d in space:
+            note(d)
+        scalars: dict[Value, ll.Value] = {}
+        for v in region.region_operands():
+            if region.ttype(v).rank == 0 or isinstance(v, LiteralValue):
+                value = region.scalar_operand(v) if region.ttype(v).rank == 0 else None
+                if value is not None:
+                    scalars[v] = value
+                    note(value)
+        ftype = ll.FunctionType(ll.IntType(32), [PTR, *self.param_types, I64, I64])
+        self.fn = fn = ll.Function(fl.unit.llmod, ftype, fl.unit.fresh("dlvm.kernel"))
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")  # one loop nest per kernel, optimized once
+        for k, pointer in enumerate(self.noalias):
+            if pointer:
+                fn.args[k + 1].add_attribute("noalias")
+        b = ll.IRBuilder(fn.append_basic_block("entry"))
+        ctx = fn.args[0]
+        begin, end = fn.args[-2], fn.args[-1]
+
+        def inner(v: ll.Value) -> ll.Value:
+            if isinstance(v, ll.Constant):
+                return v
+            return fn.args[1 + self.captured[id(v)]]
+
+        flag_slots = {}
+        emitter = region.emitter(b)
+        entry_b = b
+        acc_slots: dict[Instruction, ll.Value] = {}
+        rank = len(space)
+        register = {acc.inst: is_const(acc.access.strides[-1], 0) and not acc.access.guards
+                    for acc in accumulators}
+        for acc in accumulators:
+            if register[acc.inst]:
+                acc_slots[acc.inst] = alloca(entry_b, scalar_type(acc.access.dtype_type.dtype))
+
+        offsets_by_level: list[dict[int, ll.Value]] = []
+
+        def level(k: int, offsets: dict[int, ll.Value], indices: list[ll.Value]) -> None:
+            start = begin if k == 0 else i64(0)
+            stop = end if k == 0 else inner(space[k])
+            if k == rank - 1:
+                for acc in accumulators:
+                    if register[acc.inst]:
+                        t = acc.access.dtype_type.dtype
+                        b.store(const_of(scalar_type(t), identity(combinator_name(acc.inst), t)),
+                                acc_slots[acc.inst])
+            with for_range(b, start, stop, f"i{k}") as i:
+                here = {}
+                for aid, off in offsets.items():
+                    a = all_accesses[aid]
+                    here[aid] = add(b, off, mul(b, i, inner(a.strides[k])))
+                if k < rank - 1:
+                    level(k + 1, here, [*indices, i])
+                else:
+                    body(here, [*indices, i])
+            if k == rank - 1:
+                for acc in accumulators:
+                    if register[acc.inst]:
+                        aid = access_ids[id(acc.access)]
+                        ptr = gep(b, element_type(acc.access.dtype_type.dtype),
+                                  inner(acc.access.data), offsets[aid])
+                        old = load(ptr, acc.access.dtype_type)
+                        partial = b.load(acc_slots[acc.inst], typ=old.type)
+                        store(combine(emitter, combinator_name(acc.inst), old, partial), ptr)
+
+        def load(ptr: ll.Value, t: TensorType) -> ll.Value:
+            v = b.load(ptr, typ=element_type(t.dtype))
+            return b.trunc(v, I1) if t.dtype.is_bool else v
+
+        def store(v: ll.Value, ptr: ll.Value) -> None:
+            if v.type == I1:
+                v = b.zext(v, I8)
+            b.store(v, ptr)
+
+        def body(offsets: dict[int, ll.Value], indices: list[ll.Value]) -> None:
+            env: dict[Value, ll.Value] = {}
+            for v, a in reads.items():
+                aid = access_ids[id(a)]
+                env[v] = load(gep(b, element_type(a.dtype_type.dtype), inner(a.data),
+                                  offsets[aid]), a.dtype_type)
+            for v, value in scalars.items():
+                env[v] = inner(value)
+
+            def get(v: Value) -> ll.Value:
+                found = env.get(v)
+                if found is not None:
+                    return found
+                if isinstance(v, LiteralValue):
+                    return literal_scalar(v)
+                raise AssertionError(f"{v!r} has no value in the loop")
+
+            for inst in region.insts:
+                if inst.opcode in REDUCTIONS:
+                    continue
+                env[inst] = rule_of(inst)(emitter, inst, [get(v) for v in inst.operands])
+            for v, a in writes.items():
+                aid = access_ids[id(a)]
+                store(get(v), gep(b, element_type(a.dtype_type.dtype), inner(a.data),
+                                  offsets[aid]))
+            for v, slot in scalar_slots.items():
+                if v in env and v not in {acc.inst for acc in accumulators}:
+                    store(get(v), inner(slot))
+            for acc in accumulators:
+                a = acc.access
+                x = get(acc.source)
+                t = a.dtype_type.dtype
+                name = combinator_name(acc.inst)
+                valid = None
+                for k, g in a.guards:
+                    ok = b.or_(inner(g), b.icmp_signed("==", indices[k], i64(0)))
+                    valid = ok if valid is None else b.and_(valid, ok)
+                if valid is not None:
+                    x = b.select(valid, x, const_of(x.type, identity(name, t)))
+                if register[acc.inst]:
+                    slot = acc_slots[acc.inst]
+                    b.store(combine(emitter, name, b.load(slot, typ=x.type), x), slot)
+                else:
+                    aid = access_ids[id(a)]
+                    ptr = gep(b, element_type(t), inner(a.data), offsets[aid])
+                    store(combine(emitter, name, load(ptr, a.dtype_type), x), ptr)
+            for site, cond in emitter.flags:
+                slot = flag_slots.get(site)
+                if slot is None:
+                    with entry_builder_at_start(fn) as eb:
+                        slot = flag_slots[site] = alloca(eb, I1)
+                        eb.store(ll.Constant(I1, 0), slot)
+                b.store(b.or_(b.load(slot, typ=I1), cond), slot)
+            emitter.flags.clear()
+
+        def literal_scalar(v: LiteralValue) -> ll.Value:
+            t = region.ttype(v)
+            assert isinstance(v.literal, ScalarLiteral), "tensor literals reach kernels as inputs"
+            return scalar_constant(t, v.literal.value)
+
+        all_accesses = [*reads.values(), *writes.values(), *(x.access for x in accumulators)]
+        access_ids = {id(a): k for k, a in enumerate(all_accesses)}
+        del offsets_by_level
+        level(0, {k: i64(0) for k in range(len(all_accesses))}, [])
+        for site, slot in flag_slots.items():
+            with b.if_then(b.load(slot, typ=I1), likely=False):
+                fl.rt.fail(b, ctx, site)
+        b.ret(i32(0))
+
+
+    def run_parallel(self, b: ll.IRBuilder, args: list[ll.Value], outer: ll.Value
+                     ) -> ll.Value:
+        """Call the loop nest through the thread pool: a closure of its arguments, and a
+        task function that unpacks them."""
+        from .emit import declare
+        from .lower_control import result_slot
+
+        fl = self.fl
+        closure = result_slot(fl, ll.ArrayType(I64, len(args)))
+        for k, v in enumerate(args):
+            b.store(v, gep(b, I64, closure, i64(k)))
+        task = self.task_function(args)
+        threads = fl.unit.threads
+        chunks = b.select(b.icmp_signed("<", outer, i64(threads * CHUNKS_PER_THREAD)),
+                          outer, i64(threads * CHUNKS_PER_THREAD))
+        parallel_for = declare(fl.unit.llmod, "dlvm_parallel_for", ll.IntType(32),
+                               [PTR, PTR, I64, I64, I64])
+        return b.call(parallel_for, [task, closure, outer, chunks, i64(threads)])
+
+    def task_function(self, args: list[ll.Value]) -> ll.Function:
+        fn = ll.Function(self.fl.unit.llmod, ll.FunctionType(ll.IntType(32), [PTR, I64, I64]),
+                         self.fn.name + ".task")
+        fn.linkage = "internal"
+        b = ll.IRBuilder(fn.append_basic_block("entry"))
+        closure, begin, end = fn.args
+        values = [b.load(gep(b, I64, closure, i64(k)), typ=v.type) for k, v in enumerate(args)]
+        b.ret(b.call(self.fn, [*values, begin, end]))
+        return fn
+
+
+class entry_builder_at_start:
+    """A builder at the start of a function's entry block, for allocas."""
+
+    def __init__(self, fn: ll.Function) -> None:
+        self.b = ll.IRBuilder(fn.blocks[0])
+        self.b.position_at_start(fn.blocks[0])
+
+    def __enter__(self) -> ll.IRBuilder:
+        return self.b
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def const_of(t: ll.Type, v: float | int | bool) -> ll.Constant:
+    if isinstance(t, ll.IntType):
+        return ll.Constant(t, int(v))
+    return ll.Constant(t, float(v))
+
+

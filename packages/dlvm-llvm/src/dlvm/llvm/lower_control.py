@@ -1,0 +1,238 @@
+"""Terminators and calls: `return`, `branch`, `conditional`, `branchEnum`, `apply`.
+
+Each edge of a terminator gets an LLVM block of its own, where the references the successor
+needs are retained and the ones it does not are released (`Ownership.edge_plan`); block
+arguments become φ-nodes fed from those blocks. Values whose static dimensions the receiver
+declares but the sender does not know are checked on the way, as the interpreter checks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llvmlite import ir as ll
+
+from dlvm.ir import Block, Function, Instruction, Value
+from dlvm.ir.core import BranchTarget, DerivativeDecl
+from dlvm.ir.types import ArrayType, FunctionType, PointerType, TensorType, TupleType, Type
+
+from .emit import alloca, call_pointer, i32, i64
+from .function import FunctionLowering, Tensor, lowers
+from .layout import I64, PTR
+from .runtime import CTX_DEPTH
+from .specialize import Spec
+
+
+def terminator(fl: FunctionLowering, inst: Instruction) -> None:
+    {"return": lower_return, "branch": lower_branch, "conditional": lower_conditional,
+     "branchEnum": lower_branch_enum}[inst.opcode](fl, inst)
+
+
+# ---------------------------------------------------------------- shape checks
+
+
+def conform(fl: FunctionLowering, value: ll.Value, have: Type, want: Type, what: str) -> None:
+    """Check at run time the static dimensions of `want` that `have` does not fix."""
+    have, want = fl.layout.resolve(have), fl.layout.resolve(want)
+    if isinstance(want, TensorType) and isinstance(have, TensorType) and want.rank:
+        unknown = [k for k, (h, w) in enumerate(zip(have.shape, want.shape, strict=True))
+                   if w is not None and h != w]
+        if not unknown:
+            return
+        t = Tensor(fl.b, value, have)
+        bad = None
+        for k in unknown:
+            ne = fl.b.icmp_signed("!=", t.dims[k], i64(want.shape[k]))  # type: ignore[arg-type]
+            bad = ne if bad is None else fl.b.or_(bad, ne)
+        text, params = fl.shape_text(t.dims)
+        assert bad is not None
+        fl.fail_if(bad, f"{what} has shape {text}, expected {want}", params, inst=None)
+    elif isinstance(want, TupleType) and isinstance(have, TupleType):
+        for k, (h, w) in enumerate(zip(have.elements, want.elements, strict=True)):
+            conform(fl, fl.b.extract_value(value, k), h, w, f"{what}, element {k},")
+    elif isinstance(want, ArrayType) and isinstance(have, ArrayType):
+        for k in range(want.count):
+            conform(fl, fl.b.extract_value(value, k), have.element, want.element,
+                    f"{what}, element {k},")
+
+
+def check_entry_arguments(fl: FunctionLowering) -> None:
+    """The callee checks the static dimensions its parameters declare (a caller may pass
+    values whose dimensions it knows only at run time)."""
+    for k, (a, t) in enumerate(zip(fl.fn.entry.arguments, fl.fn.type_.arguments, strict=True)):
+        have = _dynamic_like(fl.layout.resolve(t))
+        conform(fl, fl.values[a], have, t, f"argument {k} of '@{fl.fn.name}'")
+
+
+def _dynamic_like(t: Type) -> Type:
+    if isinstance(t, TensorType):
+        return t.with_shape((None,) * t.rank)
+    if isinstance(t, TupleType):
+        return TupleType(tuple(_dynamic_like(e) for e in t.elements))
+    if isinstance(t, ArrayType):
+        return ArrayType(t.count, _dynamic_like(t.element))
+    return t
+
+
+# ---------------------------------------------------------------- return
+
+
+def lower_return(fl: FunctionLowering, inst: Instruction) -> None:
+    b = fl.b
+    v = inst.fields.get("value")
+    if v is not None:
+        for r in fl.own.consume_retains(inst):
+            fl.retain(fl.value(r), fl.type(r))
+        value = fl.value(v)
+        conform(fl, value, fl.type(v), fl.fn.type_.result, f"the result of '@{fl.fn.name}'")
+        b.store(value, fl.out)
+    slot = fl.rt.slot(b, fl.ctx, CTX_DEPTH)
+    b.store(b.sub(b.load(slot, typ=I64), i64(1)), slot)
+    b.ret(i32(0))
+
+
+# ---------------------------------------------------------------- branches
+
+
+def edge(fl: FunctionLowering, block: Block, target: BranchTarget, held: set[Value],
+         values: Sequence[ll.Value] | None = None,
+         value_types: Sequence[Type] | None = None) -> ll.Block:
+    """An LLVM block for one edge: adjust counts, check shapes, feed the φ-nodes."""
+    b = fl.b
+    edge_block = fl.llfn.append_basic_block(f"{fl.block_label(block)}.to."
+                                            f"{fl.block_label(target.block)}")
+    saved = b.block
+    b.position_at_end(edge_block)
+    retains, releases = fl.own.edge_plan(block, target, held)
+    for v in retains:
+        fl.retain(fl.value(v), fl.type(v))
+    args = list(values) if values is not None else [fl.value(a) for a in target.args]
+    types = list(value_types) if value_types is not None else [fl.type(a) for a in target.args]
+    name = fl.block_label(target.block)
+    for k, (a, value, t) in enumerate(zip(target.block.arguments, args, types, strict=True)):
+        conform(fl, value, t, a.type, f"argument {k} of block '{name} of '@{fl.fn.name}'")
+    for v in releases:
+        fl.release(fl.value(v), fl.type(v))
+    for a, value in zip(target.block.arguments, args, strict=True):
+        fl.phis[a].add_incoming(value, b.block)
+    b.branch(fl.blocks[target.block])
+    b.position_at_end(saved)
+    return edge_block
+
+
+def lower_branch(fl: FunctionLowering, inst: Instruction) -> None:
+    block = inst.block
+    assert block is not None
+    held = fl.own.held_at_terminator(block)
+    fl.b.branch(edge(fl, block, inst.destination, held))
+
+
+def lower_conditional(fl: FunctionLowering, inst: Instruction) -> None:
+    block = inst.block
+    assert block is not None
+    held = fl.own.held_at_terminator(block)
+    cond = fl.value(inst.condition)
+    then = edge(fl, block, inst.then, held)
+    other = edge(fl, block, inst.fields["else"], held)
+    fl.b.cbranch(cond, then, other)
+
+
+def lower_branch_enum(fl: FunctionLowering, inst: Instruction) -> None:
+    from .lower_aggregate import enum_layout
+
+    block = inst.block
+    assert block is not None
+    b = fl.b
+    held = fl.own.held_at_terminator(block)
+    value = fl.value(inst.value)
+    layout = enum_layout(fl, fl.type(inst.value))
+    fl.fail_if(b.icmp_unsigned("==", value, ll.Constant(PTR, None)),
+               "branchEnum on an undefined enum value")
+    tag = b.load(layout.tag_pointer(b, value), typ=I64)
+    covered = {case for case, _ in inst.cases}
+    default = fl.llfn.append_basic_block("enum.uncovered")
+    switch = b.switch(tag, default)
+    for case, target in inst.cases:
+        index = layout.index(case)
+        payload_types = layout.case_types(case)
+        saved = b.block
+        load_block = fl.llfn.append_basic_block(f"case.{case}")
+        b.position_at_end(load_block)
+        payload = layout.load_payload(b, value, case)
+        for v, t in zip(payload, payload_types, strict=True):
+            fl.retain(v, t)
+        b.branch(edge(fl, block, target, held, payload, payload_types))
+        b.position_at_end(saved)
+        switch.add_case(i64(index), load_block)
+    b.position_at_end(default)
+    uncovered = [c for c in layout.cases if c not in covered]
+    if uncovered:
+        for case in uncovered:
+            with b.if_then(b.icmp_signed("==", tag, i64(layout.index(case)))):
+                fl.fail(fl.site(f"branchEnum has no block for case '?{case}'"))
+    b.unreachable() if not uncovered else fl.fail(fl.site("branchEnum on a corrupt enum value"))
+
+
+# ---------------------------------------------------------------- calls
+
+
+def result_slot(fl: FunctionLowering, t: ll.Type) -> ll.Value:
+    """A stack slot in the function's prologue (an alloca in a loop would grow the stack)."""
+    prologue = fl.llfn.blocks[0]
+    saved = fl.b.block
+    fl.b.position_at_start(prologue)
+    slot = alloca(fl.b, t)
+    fl.b.position_at_end(saved)
+    return slot
+
+
+@lowers("apply")
+def lower_apply(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
+    callee = inst.callee
+    b = fl.b
+    result_type = fl.layout.lower(fl.type(inst))
+    if isinstance(callee, Function):
+        if not callee.blocks:
+            message = (f"'@{callee.name}' is a gradient declaration: run the 'differentiation' "
+                       "pass (dlvm-ad) first" if isinstance(callee.declaration, DerivativeDecl)
+                       else f"'@{callee.name}' is an external declaration and has no body")
+            fl.fail(fl.site(message))
+            b.position_at_end(fl.llfn.append_basic_block("unreachable"))
+            return ll.Constant(result_type, None)
+        spec = fl.spec.callees.get(inst) or fl.unit.specializer.spec(callee)
+        if "kernel" in callee.attributes:
+            from .kernel import lower_kernel_call
+
+            return lower_kernel_call(fl, inst, spec)
+        return call_function(fl, inst, spec)
+    else:
+        target = fl.value(callee)
+        ct = fl.type(callee)
+        if isinstance(ct, PointerType):  # a pointer to a function value: load it first
+            from .lower_memory import load_pointer
+
+            target = load_pointer(fl, target, ct)
+            ct = fl.layout.resolve(ct.pointee)
+        assert isinstance(ct, FunctionType)
+        fl.fail_if(b.icmp_unsigned("==", target, ll.Constant(PTR, None)),
+                   "call of a null function")
+        ftype = ll.FunctionType(ll.IntType(32), [PTR, PTR, *[fl.layout.lower(t)
+                                                            for t in ct.arguments]])
+    return call_with(fl, inst, target, ftype)
+
+
+def call_function(fl: FunctionLowering, inst: Instruction, spec: Spec) -> ll.Value:
+    """A direct call of a function's specialization."""
+    target = fl.unit.function(spec)
+    return call_with(fl, inst, target, target.function_type)
+
+
+def call_with(fl: FunctionLowering, inst: Instruction, target: ll.Value,
+              ftype: ll.FunctionType) -> ll.Value:
+    b = fl.b
+    result_type = fl.layout.lower(fl.type(inst))
+    slot = result_slot(fl, result_type)
+    args = [fl.value(a) for a in inst.args]
+    status = call_pointer(b, target, ftype, [fl.ctx, slot, *args])
+    fl.check(status)
+    return b.load(slot, typ=result_type)

@@ -1,0 +1,492 @@
+"""Memory, boxes, globals, `trap`, and the stack used as the AD tape.
+
+A DLVM pointer is `{block, address, offset, rank}`: the block is an allocation with a header
+(cell count, cell size, freed flag) and the address points into its cells, so every access
+is checked — null, freed, out of bounds — and fails with the interpreter's message instead
+of touching memory it must not. A pointer past a tensor's index (`elementPointer %p at 0, 2`
+with a tensor in the cell) addresses the tensor and the byte offset of its elements; a store
+through it copies the tensor first if anything else shares its buffer. `load` copies out
+(a counted value is retained), `store` releases what it overwrites and keeps what it
+writes. A freed block keeps its header (so a later access is reported), and `deallocate`
+releases what its cells held.
+
+Stacks are runtime objects (see `runtime.py`): `push` copies the value in with its type id
+and a release function, `pop` checks the id and the static dimensions of the popped value.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir as ll
+
+from dlvm.ir import GlobalVariable, Instruction
+from dlvm.ir.types import BoxType, PointerType, TensorType, Type
+
+from .emit import add, for_range, gep, i32, i64, internal_function, memcpy, mul, product
+from .function import FunctionLowering, Tensor, lowers, make_tensor
+from .layout import I8, I32, I64, POINTER, PTR, element_size
+from .runtime import HEADER_BYTES
+
+# header slots of a memory block (i64 each; 0–2 are the buffer header's)
+COUNT, CELL_SIZE, FREED, INITIALIZED = 3, 4, 5, 6
+NULL = ll.Constant(PTR, None)
+
+
+def size_of(b: ll.IRBuilder, t: ll.Type) -> ll.Value:
+    return b.ptrtoint(b.gep(NULL, [i64(1)], source_etype=t), I64)
+
+
+def block_data(b: ll.IRBuilder, block: ll.Value) -> ll.Value:
+    return gep(b, I8, block, i64(HEADER_BYTES))
+
+
+def new_block(fl: FunctionLowering, t: Type, count: ll.Value) -> ll.Value:
+    """A block of `count` zero cells of type `t`."""
+    b = fl.b
+    cell = fl.layout.lower(t)
+    size = size_of(b, cell)
+    block = fl.alloc(mul(b, size, count))
+    b.store(count, gep(b, I64, block, i64(COUNT)))
+    b.store(size, gep(b, I64, block, i64(CELL_SIZE)))
+    b.store(i64(0), gep(b, I64, block, i64(FREED)))
+    data = block_data(b, block)
+    from .lower_aggregate import zero_value
+
+    with for_range(b, i64(0), count, "zero") as i:
+        zero = zero_value(fl, t)
+        b.store(zero, gep(b, cell, data, i))
+    return block
+
+
+def make_pointer(b: ll.IRBuilder, block: ll.Value, address: ll.Value,
+                 offset: ll.Value | None = None, rank: int = 0) -> ll.Value:
+    p: ll.Value = ll.Constant(POINTER, None)
+    p = b.insert_value(p, block, 0)
+    p = b.insert_value(p, address, 1)
+    p = b.insert_value(p, offset if offset is not None else i64(-1), 2)
+    return b.insert_value(p, i64(rank), 3)
+
+
+def checked_address(fl: FunctionLowering, p: ll.Value, what: str, t: ll.Type | None
+                    ) -> ll.Value:
+    """The address of a pointer, after checking it is not null, not freed, and that a value
+    of type `t` there (one byte if None) lies inside its allocation."""
+    b = fl.b
+    block = b.extract_value(p, 0)
+    address = b.extract_value(p, 1)
+    fl.fail_if(b.icmp_unsigned("==", block, NULL), f"{what} is null")
+    freed = b.load(gep(b, I64, block, i64(FREED)), typ=I64)
+    fl.fail_if(b.icmp_signed("!=", freed, i64(0)), "use of deallocated memory")
+    start = b.ptrtoint(block_data(b, block), I64)
+    cell = b.load(gep(b, I64, block, i64(CELL_SIZE)), typ=I64)
+    end = b.add(start, mul(b, b.load(gep(b, I64, block, i64(COUNT)), typ=I64), cell))
+    at = b.ptrtoint(address, I64)
+    size = size_of(b, t) if t is not None else i64(1)
+    inside = b.and_(b.icmp_unsigned(">=", at, start),
+                    b.icmp_unsigned("<=", b.add(at, size), end))
+    index = b.sdiv(b.sub(at, start), cell)
+    fl.fail_if(b.not_(inside), "pointer index {0} out of bounds", [index])
+    return address
+
+
+def pointee(fl: FunctionLowering, v: object) -> Type:
+    t = fl.type(v)  # type: ignore[arg-type]
+    if isinstance(t, BoxType):
+        return t.boxed
+    assert isinstance(t, PointerType), t
+    return t.pointee
+
+
+def is_element(b: ll.IRBuilder, p: ll.Value) -> ll.Value:
+    return b.icmp_signed(">=", b.extract_value(p, 2), i64(0))
+
+
+def read(fl: FunctionLowering, p: ll.Value, t: Type, what: str = "pointer") -> ll.Value:
+    """The value a pointer addresses (no count changed)."""
+    b = fl.b
+    lt = fl.layout.lower(t)
+    rt = fl.layout.resolve(t)
+    if not isinstance(rt, TensorType):
+        return b.load(checked_address(fl, p, what, lt), typ=lt)
+    from .lower_control import result_slot
+
+    slot = result_slot(fl, lt)
+    with b.if_else(is_element(b, p)) as (element, plain):
+        with element:
+            struct = checked_address(fl, p, what, None)
+            data = gep(b, I8, b.load(gep(b, PTR, struct, i64(1)), typ=PTR),
+                       b.extract_value(p, 2))
+            if rt.rank == 0:
+                b.store(fl.load_scalar(data, rt), slot)
+            else:
+                rank = b.extract_value(p, 3)
+                buf = b.load(struct, typ=PTR)
+                dims = [i64(d) if d is not None else b.load(gep(
+                    b, I64, struct, b.add(i64(2), b.sub(rank, i64(rt.rank - k)))), typ=I64)
+                    for k, d in enumerate(rt.shape)]
+                b.store(make_tensor(b, buf, data, dims), slot)
+        with plain:
+            b.store(b.load(checked_address(fl, p, what, lt), typ=lt), slot)
+    return b.load(slot, typ=lt)
+
+
+def write(fl: FunctionLowering, p: ll.Value, t: Type, value: ll.Value,
+          what: str = "pointer") -> None:
+    """Store a value (the memory takes its reference) and release what it replaces. A
+    tensor reached by an element pointer is copied first when anything else shares it, so
+    that a value never changes under its other holders."""
+    b = fl.b
+    lt = fl.layout.lower(t)
+    rt = fl.layout.resolve(t)
+
+    def plain_store() -> None:
+        address = checked_address(fl, p, what, lt)
+        old = b.load(address, typ=lt)
+        b.store(value, address)
+        fl.release(old, t)
+
+    if not isinstance(rt, TensorType):
+        plain_store()
+        return
+    with b.if_else(is_element(b, p)) as (element, plain):
+        with element:
+            struct = checked_address(fl, p, what, None)
+            unshare(fl, struct, b.extract_value(p, 3), rt)
+            data = b.load(gep(b, PTR, struct, i64(1)), typ=PTR)
+            target = gep(b, I8, data, b.extract_value(p, 2))
+            if rt.rank == 0:
+                fl.store_scalar(value, target)
+            else:
+                v = Tensor(b, value, rt)
+                memcpy(b, target, v.data, mul(b, v.count(), i64(element_size(rt.dtype))))
+                fl.release(value, t)
+        with plain:
+            plain_store()
+
+
+def unshare(fl: FunctionLowering, struct: ll.Value, rank: ll.Value, t: TensorType) -> None:
+    """Give the tensor at `struct` a buffer of its own (copy on write)."""
+    b = fl.b
+    buf = b.load(struct, typ=PTR)
+    with b.if_then(b.icmp_signed("!=", b.load(buf, typ=I64), i64(1))):
+        data = b.load(gep(b, PTR, struct, i64(1)), typ=PTR)
+        from .lower_control import result_slot
+
+        count = result_slot(fl, I64)
+        b.store(i64(1), count)
+        with for_range(b, i64(0), rank, "dim") as k:
+            d = b.load(gep(b, I64, struct, b.add(i64(2), k)), typ=I64)
+            b.store(b.mul(b.load(count, typ=I64), d), count)
+        nbytes = mul(b, b.load(count, typ=I64), i64(element_size(t.dtype)))
+        fresh = fl.alloc(nbytes)
+        new_data = fl.rt.data(b, fresh)
+        memcpy(b, new_data, data, nbytes)
+        b.store(fresh, struct)
+        b.store(new_data, gep(b, PTR, struct, i64(1)))
+        b.call(fl.rt.get("release"), [fl.ctx, buf])
+
+
+def load_pointer(fl: FunctionLowering, p: ll.Value, t: PointerType) -> ll.Value:
+    return read(fl, p, t.pointee)
+
+
+def as_pointer(fl: FunctionLowering, inst: Instruction, field: str) -> ll.Value:
+    """A pointer operand, or a box's contents."""
+    v = inst.fields[field]
+    value = fl.value(v)
+    if isinstance(fl.type(v), BoxType):
+        box = value
+        fl.fail_if(fl.b.icmp_unsigned("==", box, NULL), "box is null")
+        return make_pointer(fl.b, box, block_data(fl.b, box))
+    return value
+
+
+# ---------------------------------------------------------------- allocation
+
+
+@lowers("allocateStack")
+def lower_allocate_stack(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    block = new_block(fl, inst.type_, i64(inst.count))
+    return make_pointer(fl.b, block, block_data(fl.b, block))
+
+
+@lowers("allocateHeap")
+def lower_allocate_heap(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    count = fl.value(inst.count)
+    count = fl.b.sext(count, I64) if count.type.width < 64 else count
+    fl.fail_if(fl.b.icmp_signed("<", count, i64(0)), "allocation of a negative count {0}",
+               [count])
+    block = new_block(fl, inst.type_, count)
+    return make_pointer(fl.b, block, block_data(fl.b, block))
+
+
+@lowers("allocateBox")
+def lower_allocate_box(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    return new_block(fl, inst.type_, i64(1))
+
+
+def live_box(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    b = fl.b
+    box = fl.value(inst.box)
+    fl.fail_if(b.icmp_unsigned("==", box, NULL), "box is null")
+    freed = b.load(gep(b, I64, box, i64(FREED)), typ=I64)
+    fl.fail_if(b.icmp_signed("!=", freed, i64(0)), "use of a freed box")
+    return box
+
+
+@lowers("projectBox")
+def lower_project_box(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    box = live_box(fl, inst)
+    return make_pointer(fl.b, box, block_data(fl.b, box))
+
+
+@lowers("retain")
+def lower_retain(fl: FunctionLowering, inst: Instruction) -> None:
+    box = live_box(fl, inst)
+    fl.b.store(fl.b.add(fl.b.load(box, typ=I64), i64(1)), box)
+
+
+@lowers("release")
+def lower_release(fl: FunctionLowering, inst: Instruction) -> None:
+    b = fl.b
+    box = live_box(fl, inst)
+    count = b.sub(b.load(box, typ=I64), i64(1))
+    b.store(count, box)
+    with b.if_then(b.icmp_signed("==", count, i64(0))):
+        free_cells(fl, box, pointee(fl, inst.box))
+
+
+def free_cells(fl: FunctionLowering, block: ll.Value, t: Type) -> None:
+    """Mark a block freed and release what its cells hold."""
+    b = fl.b
+    b.store(i64(1), gep(b, I64, block, i64(FREED)))
+    if not fl.layout.managed(t):
+        return
+    cell = fl.layout.lower(t)
+    count = b.load(gep(b, I64, block, i64(COUNT)), typ=I64)
+    with for_range(b, i64(0), count, "free") as i:
+        fl.release(b.load(gep(b, cell, block_data(b, block), i), typ=cell), t)
+
+
+@lowers("deallocate")
+def lower_deallocate(fl: FunctionLowering, inst: Instruction) -> None:
+    b = fl.b
+    p = as_pointer(fl, inst, "pointer")
+    block = b.extract_value(p, 0)
+    fl.fail_if(b.icmp_unsigned("==", block, NULL), "pointer is null")
+    freed = b.load(gep(b, I64, block, i64(FREED)), typ=I64)
+    fl.fail_if(b.icmp_signed("!=", freed, i64(0)), "double deallocation")
+    free_cells(fl, block, pointee(fl, inst.pointer))
+
+
+# ---------------------------------------------------------------- access
+# ---------------------------------------------------------------- access
+
+
+@lowers("load")
+def lower_load(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    t = pointee(fl, inst.pointer)
+    value = read(fl, as_pointer(fl, inst, "pointer"), t)
+    fl.retain(value, t)
+    return value
+
+
+@lowers("store")
+def lower_store(fl: FunctionLowering, inst: Instruction) -> None:
+    t = pointee(fl, inst.pointer)
+    write(fl, as_pointer(fl, inst, "pointer"), t, fl.value(inst.value))
+
+
+@lowers("elementPointer")
+def lower_element_pointer(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    """An address inside the pointee: a GEP through tuples, structs and arrays; past a
+    tensor, the byte offset of the indexed elements (checked against its sizes)."""
+    from .lower_aggregate import as_i64, check_index, key_steps
+
+    b = fl.b
+    p = as_pointer(fl, inst, "pointer")
+    t = pointee(fl, inst.pointer)
+    steps = key_steps(fl, t, inst.keys)
+    indices: list[ll.Value] = [i64(0)]
+    current = t
+    k = 0
+    while k < len(steps) and steps[k].kind != "tensor":
+        s = steps[k]
+        if s.kind == "array":
+            index = as_i64(fl, s.index)
+            rt = fl.layout.resolve(current)
+            check_index(fl, index, rt.count)  # type: ignore[union-attr]
+            indices.append(index)
+        else:
+            indices.append(ll.Constant(I32, s.index))
+        current = s.inner
+        k += 1
+    block = b.extract_value(p, 0)
+    address = b.extract_value(p, 1)
+    if len(indices) > 1:
+        address = b.gep(address, indices, inbounds=True, source_etype=fl.layout.lower(t))
+    if k == len(steps):
+        return make_pointer(b, block, address)
+    tensor_t = fl.layout.resolve(current)
+    assert isinstance(tensor_t, TensorType)
+    tensor = Tensor(b, read(fl, make_pointer(b, block, address), tensor_t), tensor_t)
+    offset: ll.Value = i64(0)
+    dims = tensor.dims
+    for s in steps[k:]:
+        index = as_i64(fl, s.index)
+        check_index(fl, index, dims[0])
+        offset = add(b, offset, mul(b, index, product(b, dims[1:])))
+        dims = dims[1:]
+    nbytes = mul(b, offset, i64(element_size(tensor_t.dtype)))
+    return make_pointer(b, block, address, nbytes, tensor_t.rank)
+
+
+def step(fl: FunctionLowering, p: ll.Value, n: ll.Value, t: Type) -> ll.Value:
+    """The pointer `n` values on: the next cells, or the next elements of a tensor."""
+    b = fl.b
+    lt = fl.layout.lower(t)
+    plain = b.insert_value(p, gep(b, lt, b.extract_value(p, 1), n), 1)
+    rt = fl.layout.resolve(t)
+    if not isinstance(rt, TensorType) or not rt.is_static:
+        return plain
+    size = i64((rt.count or 0) * element_size(rt.dtype))
+    on = b.insert_value(p, b.add(b.extract_value(p, 2), mul(b, n, size)), 2)
+    return b.select(is_element(b, p), on, plain)
+
+
+@lowers("copy")
+def lower_copy(fl: FunctionLowering, inst: Instruction) -> None:
+    """`count` values, each read before any is written (the ranges may overlap)."""
+    b = fl.b
+    t = pointee(fl, inst.source)
+    lt = fl.layout.lower(t)
+    n = fl.value(inst.count)
+    n = b.sext(n, I64) if n.type.width < 64 else n
+    fl.fail_if(b.icmp_signed("<", n, i64(0)), "negative count {0}", [n])
+    src = as_pointer(fl, inst, "source")
+    dst = as_pointer(fl, inst, "destination")
+    buffer = fl.alloc(mul(b, size_of(b, lt), n))
+    staged = fl.rt.data(b, buffer)
+    with for_range(b, i64(0), n, "read") as i:
+        value = read(fl, step(fl, src, i, t), t,
+                     "copy reads past the end of its source: pointer")
+        fl.retain(value, t)
+        b.store(value, gep(b, lt, staged, i))
+    with for_range(b, i64(0), n, "write") as i:
+        d = step(fl, dst, i, t)
+        checked_address(fl, d, "copy writes past the end of its destination: pointer",
+                        None)
+    with for_range(b, i64(0), n, "store") as i:
+        write(fl, step(fl, dst, i, t), t, b.load(gep(b, lt, staged, i), typ=lt),
+              "copy writes past the end of its destination: pointer")
+    b.call(fl.rt.get("release"), [fl.ctx, buffer])
+
+
+@lowers("trap")
+def lower_trap(fl: FunctionLowering, inst: Instruction) -> None:
+    fl.fail(fl.site("trap"))
+    fl.b.position_at_end(fl.llfn.append_basic_block("after.trap"))
+
+
+# ---------------------------------------------------------------- globals
+
+
+def global_pointer(fl: FunctionLowering, g: GlobalVariable) -> ll.Value:
+    """A global's cell, zero-initialized on first use (as the interpreter does). Cells live
+    in a table the context points to, so that every compiled function of an executable
+    shares them."""
+    from .runtime import CTX_GLOBALS
+
+    b = fl.b
+    lt = fl.layout.lower(g.value_type)
+    index = fl.unit.module.globals.index(g)
+    table = b.inttoptr(b.load(fl.rt.slot(b, fl.ctx, CTX_GLOBALS), typ=I64), PTR)
+    cell = b.load(gep(b, PTR, table, i64(index)), typ=PTR)
+    with b.if_then(b.icmp_signed("==", b.load(gep(b, I64, cell, i64(INITIALIZED)), typ=I64),
+                                 i64(0)), likely=False):
+        b.store(i64(-1), cell)
+        b.store(i64(1), gep(b, I64, cell, i64(COUNT)))
+        b.store(size_of(b, lt), gep(b, I64, cell, i64(CELL_SIZE)))
+        b.store(i64(1), gep(b, I64, cell, i64(INITIALIZED)))
+        from .lower_aggregate import zero_value
+
+        b.store(zero_value(fl, g.value_type), block_data(b, cell))
+    return make_pointer(b, cell, block_data(b, cell))
+
+
+# ---------------------------------------------------------------- stacks
+# ---------------------------------------------------------------- stacks
+
+
+def item_release(fl: FunctionLowering, t: Type) -> ll.Function:
+    """i64 release(ctx, trailer): release the item below the trailer, return its size."""
+    unit = fl.unit
+    lt = fl.layout.lower(t)
+    name = f"dlvm.release.item.{unit.type_id(t)}"
+    existing = unit.llmod.globals.get(name)
+    if isinstance(existing, ll.Function):
+        return existing
+    fn, b = internal_function(unit.llmod, name, I64, [PTR, PTR])
+    ctx, trailer = fn.args
+    size = size_of(b, lt)
+    padded = b.and_(b.add(size, i64(7)), i64(~7))
+    if fl.layout.managed(t):
+        item = gep(b, I8, trailer, b.sub(i64(0), padded))
+        saved_b, saved_ctx = fl.b, fl.ctx
+        fl.b, fl.ctx = b, ctx
+        try:
+            fl.release(b.load(item, typ=lt), t)
+        finally:
+            fl.b, fl.ctx = saved_b, saved_ctx
+    b.ret(padded)
+    return fn
+
+
+@lowers("createStack")
+def lower_create_stack(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    s = fl.b.call(fl.rt.get("stack_new"), [fl.ctx])
+    fl.fail_if(fl.b.icmp_unsigned("==", s, NULL), "out of memory (a new stack)")
+    return s
+
+
+@lowers("destroyStack")
+def lower_destroy_stack(fl: FunctionLowering, inst: Instruction) -> None:
+    fl.b.call(fl.rt.get("stack_clear"), [fl.ctx, fl.value(inst.stack)])
+
+
+@lowers("push")
+def lower_push(fl: FunctionLowering, inst: Instruction) -> None:
+    from .lower_control import result_slot
+
+    b = fl.b
+    t = fl.type(inst.value)
+    lt = fl.layout.lower(t)
+    slot = result_slot(fl, lt)
+    b.store(fl.value(inst.value), slot)
+    status = b.call(fl.rt.get("stack_push"), [
+        fl.value(inst.stack), slot, size_of(b, lt), i64(fl.unit.type_id(inst.value.type)),
+        item_release(fl, t)])
+    fl.fail_if(b.icmp_signed("!=", status, i32(0)), "out of memory (pushing on a stack)")
+
+
+@lowers("pop")
+def lower_pop(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    from .lower_control import conform, result_slot
+
+    b = fl.b
+    t = inst.type_
+    lt = fl.layout.lower(t)
+    slot = result_slot(fl, lt)
+    top = result_slot(fl, I64)
+    status = b.call(fl.rt.get("stack_pop"), [fl.value(inst.stack), slot, size_of(b, lt),
+                                              i64(fl.unit.type_id(t))])
+    fl.fail_if(b.icmp_signed("==", status, i32(1)), "pop from an empty stack")
+    with b.if_then(b.icmp_signed("==", status, i32(2)), likely=False):
+        b.store(b.load(slot, typ=I64), top)  # the top item's type id
+        fl.rt.fail(b, fl.ctx, fl.unit.site(f"pop of '{t}' from a stack whose top is '{{0}}'",
+                                           inst, types=True),
+                   [b.load(top, typ=I64)])
+    value = b.load(slot, typ=lt)
+    rt = fl.layout.resolve(t)
+    have = rt.with_shape((None,) * rt.rank) if isinstance(rt, TensorType) else rt
+    conform(fl, value, have, t, "popped value")
+    return value

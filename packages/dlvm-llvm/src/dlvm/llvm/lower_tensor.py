@@ -1,0 +1,725 @@
+"""Tensor instructions outside kernels: `dot`, layout, shape casts, metadata, `random`,
+and reductions by a function.
+
+Shape casts (`padShape`, `squeezeShape`, `shapeCast`, `bitCast`) and `slice` of rows are
+views: the result shares the operand's buffer (taking over its reference when the operand
+dies). `dot` calls BLAS for float32/float64 (a `transpose` feeding it becomes a transpose
+flag, and is not materialized when only `dot`s use it) and a loop nest otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llvmlite import ir as ll
+
+from dlvm.ir import Function, Instruction, Value
+from dlvm.ir.types import TensorType
+
+from . import blas
+from .emit import add, call_pointer, declare, for_range, gep, i64, is_const, memcpy, mul, product
+from .function import FunctionLowering, Tensor, lowers, make_tensor
+from .layout import F32, F64, I1, I32, I64, PTR, element_size, element_type, scalar_type
+from .scalar import ScalarEmitter, combine
+
+# ---------------------------------------------------------------- views
+
+
+def share(fl: FunctionLowering, inst: Instruction, x: Value, data: ll.Value,
+          dims: Sequence[ll.Value]) -> ll.Value:
+    """A tensor over `x`'s buffer: takes `x`'s reference if `x` dies here, else retains."""
+    src = fl.tensor(x)
+    if x in fl.dying(inst) and fl.own.is_owned(x):
+        fl.take(x)
+    else:
+        fl.b.call(fl.rt.get("retain"), [src.buf])
+    return make_tensor(fl.b, src.buf, data, dims)
+
+
+def boxed_scalar(fl: FunctionLowering, value: ll.Value, t: TensorType, rank: int) -> ll.Value:
+    """A scalar as a one-element tensor of `rank` dimensions of size 1."""
+    struct, data = fl.new_tensor(t.with_shape((1,) * rank), [i64(1)] * rank)
+    fl.store_scalar(value, data)
+    return struct
+
+
+@lowers("padShape")
+def lower_pad_shape(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    xt = fl.tensor_type(inst.x)
+    if xt.rank == 0:
+        return boxed_scalar(fl, fl.value(inst.x), xt, 1)
+    x = fl.tensor(inst.x)
+    dims = list(x.dims)
+    dims.insert(inst.axis, i64(1))
+    return share(fl, inst, inst.x, x.data, dims)
+
+
+@lowers("squeezeShape")
+def lower_squeeze_shape(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    x = fl.tensor(inst.x)
+    size = x.dims[inst.axis]
+    if not is_const(size, 1):
+        fl.fail_if(fl.b.icmp_signed("!=", size, i64(1)),
+                   f"squeezeShape: dimension {inst.axis} has size {{0}}", [size])
+    if x.type.rank == 1:
+        return fl.load_scalar(x.data, x.type)
+    dims = [d for k, d in enumerate(x.dims) if k != inst.axis]
+    return share(fl, inst, inst.x, x.data, dims)
+
+
+def reshape_dims(fl: FunctionLowering, count: ll.Value, shape: Sequence[int | None],
+                 what: str, from_dims: Sequence[ll.Value]) -> list[ll.Value]:
+    """Target sizes with at most one `_` worked out from the element count, checked."""
+    b = fl.b
+    known = product(b, [i64(d) for d in shape if d is not None])
+    missing = [k for k, d in enumerate(shape) if d is None]
+    dims = [i64(d) if d is not None else i64(0) for d in shape]
+    if missing:
+        safe = b.select(b.icmp_signed("==", known, i64(0)), i64(1), known)
+        dims[missing[0]] = b.sdiv(count, safe)
+        for k in missing[1:]:
+            dims[k] = i64(1)
+    total = product(b, dims)
+    text, params = fl.shape_text(from_dims)
+    if not (is_const(total) and is_const(count) and total.constant == count.constant):
+        fl.fail_if(b.icmp_signed("!=", total, count), f"{what}: cannot reshape {text} to "
+                   f"{fl.type(fl.current) if fl.current is not None else ''}", params)
+    return dims
+
+
+@lowers("shapeCast")
+def lower_shape_cast(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    xt = fl.tensor_type(inst.x)
+    t = fl.tensor_type(inst)
+    if xt.rank == 0:
+        return boxed_scalar(fl, fl.value(inst.x), xt, t.rank) if t.rank else fl.value(inst.x)
+    x = fl.tensor(inst.x)
+    if t.rank == 0:
+        reshape_dims(fl, x.count(), (), "shapeCast", x.dims)
+        return fl.load_scalar(x.data, xt)
+    dims = reshape_dims(fl, x.count(), inst.shape, "shapeCast", x.dims)
+    return share(fl, inst, inst.x, x.data, dims)
+
+
+@lowers("bitCast")
+def lower_bit_cast(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    src, dst = fl.type(inst.x), fl.type(inst)
+    if not (isinstance(src, TensorType) and isinstance(dst, TensorType)):
+        return fl.b.bitcast(fl.value(inst.x), fl.layout.lower(dst))
+    if src.rank == 0 and dst.rank == 0:  # the type rule made the sizes equal
+        return fl.b.bitcast(fl.value(inst.x), scalar_type(dst.dtype))
+    if src.rank == 0:
+        boxed = boxed_scalar(fl, fl.value(inst.x), src, 1)
+        x = Tensor(fl.b, boxed, src.with_shape((1,)))
+        fl.temporaries.append((boxed, src.with_shape((1,))))
+        nbytes = i64(element_size(src.dtype))
+    else:
+        x = fl.tensor(inst.x)
+        nbytes = mul(fl.b, x.count(), i64(element_size(src.dtype)))
+    count = fl.b.sdiv(nbytes, i64(element_size(dst.dtype)))
+    if dst.rank == 0:
+        return fl.load_scalar(x.data, dst)
+    dims = reshape_dims(fl, count, dst.shape, "bitCast", x.dims)
+    if src.rank == 0:
+        fl.b.call(fl.rt.get("retain"), [x.buf])
+        return make_tensor(fl.b, x.buf, x.data, dims)
+    return share(fl, inst, inst.x, x.data, dims)
+
+
+@lowers("slice")
+def lower_slice(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    x = fl.tensor(inst.x)
+    b = fl.b
+    rows = x.dims[0]
+    fl.fail_if(b.icmp_signed(">=", i64(inst.upper), rows),
+               f"slice upto {inst.upper} is out of range for dimension 0 of size {{0}}", [rows])
+    row = product(b, x.dims[1:])
+    data = gep(b, element_type(x.type.dtype), x.data, mul(b, i64(inst.lower), row))
+    return share(fl, inst, inst.x, data, [i64(inst.upper - inst.lower + 1), *x.dims[1:]])
+
+
+# ---------------------------------------------------------------- metadata
+
+
+@lowers("rank")
+def lower_rank(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    return i64(fl.tensor_type(inst.x).rank)
+
+
+@lowers("unitCount")
+def lower_unit_count(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    t = fl.tensor_type(inst.x)
+    return i64(1) if t.rank == 0 else fl.tensor(inst.x).count()
+
+
+@lowers("shape")
+def lower_shape(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    t = fl.tensor_type(inst.x)
+    dims = fl.tensor(inst.x).dims if t.rank else []
+    struct, data = fl.new_tensor(fl.tensor_type(inst), [i64(t.rank)])
+    for k, d in enumerate(dims):
+        fl.b.store(d, gep(fl.b, I64, data, i64(k)))
+    return struct
+
+
+# ---------------------------------------------------------------- copies
+
+
+def strided_copy(fl: FunctionLowering, t: TensorType, dst: ll.Value, dims: Sequence[ll.Value],
+                 src: ll.Value, strides: Sequence[ll.Value], start: ll.Value) -> None:
+    """dst[i…] (contiguous) = src[start + Σ iₖ·strideₖ]."""
+    b = fl.b
+    elem = element_type(t.dtype)
+
+    def level(k: int, src_off: ll.Value, dst_off: ll.Value) -> None:
+        if k == len(dims):
+            b.store(b.load(gep(b, elem, src, src_off), typ=elem), gep(b, elem, dst, dst_off))
+            return
+        inner = product(b, dims[k + 1:])
+        with for_range(b, i64(0), dims[k], f"c{k}") as i:
+            level(k + 1, add(b, src_off, mul(b, i, strides[k])), add(b, dst_off, mul(b, i, inner)))
+
+    level(0, start, i64(0))
+
+
+def contiguous_strides(b: ll.IRBuilder, dims: Sequence[ll.Value]) -> list[ll.Value]:
+    out: list[ll.Value] = [i64(1)] * len(dims)
+    for k in range(len(dims) - 2, -1, -1):
+        out[k] = mul(b, out[k + 1], dims[k + 1])
+    return out
+
+
+def only_dots_use(fl: FunctionLowering, inst: Instruction) -> bool:
+    """A rank-2 `transpose` whose every use is a rank-2 `dot` stays a view: the dots read
+    it with a BLAS transpose flag."""
+    if fl.tensor_type(inst).rank != 2:
+        return False
+    users = fl.own.users.get(inst, [])
+    return bool(users) and all(u.opcode == "dot" and fl.tensor_type(u.lhs).rank == 2
+                               for u in users) and dot_uses_blas(fl.tensor_type(inst))
+
+
+@lowers("transpose")
+def lower_transpose(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    xt = fl.tensor_type(inst.x)
+    if xt.rank < 2:
+        return fl.value(inst.x) if xt.rank == 0 else share(fl, inst, inst.x,
+                                                           fl.tensor(inst.x).data,
+                                                           fl.tensor(inst.x).dims)
+    x = fl.tensor(inst.x)
+    dims = list(reversed(x.dims))
+    if only_dots_use(fl, inst):
+        fl.virtual.add(inst)
+        return share(fl, inst, inst.x, x.data, dims)
+    t = fl.tensor_type(inst)
+    struct, data = fl.new_tensor(t, dims)
+    strides = list(reversed(contiguous_strides(fl.b, x.dims)))
+    strided_copy(fl, t, data, dims, x.data, strides, i64(0))
+    return struct
+
+
+@lowers("reverse")
+def lower_reverse(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    x = fl.tensor(inst.x)
+    b = fl.b
+    t = fl.tensor_type(inst)
+    struct, data = fl.new_tensor(t, x.dims)
+    strides = contiguous_strides(b, x.dims)
+    start: ll.Value = i64(0)
+    for k in inst.dims:
+        start = add(b, start, mul(b, b.sub(x.dims[k], i64(1)), strides[k]))
+        strides[k] = b.sub(i64(0), strides[k])
+    strided_copy(fl, t, data, x.dims, x.data, strides, start)
+    return struct
+
+
+@lowers("concatenate")
+def lower_concatenate(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    b = fl.b
+    axis = inst.axis
+    parts = [fl.tensor(v) for v in inst.xs]
+    first = parts[0]
+    for k, p in enumerate(parts[1:], 1):
+        bad = None
+        for d in range(first.type.rank):
+            if d == axis:
+                continue
+            ne = b.icmp_signed("!=", first.dims[d], p.dims[d])
+            bad = ne if bad is None else b.or_(bad, ne)
+        if bad is not None and not (isinstance(bad, ll.Constant)):
+            _text_a, pa = fl.shape_text(first.dims[:2])
+            fl.fail_if(bad, f"cannot concatenate operand {k} along {axis}: its other "
+                       "dimensions differ", pa[:0])
+    dims = list(first.dims)
+    total: ll.Value = i64(0)
+    for p in parts:
+        total = add(b, total, p.dims[axis])
+    dims[axis] = total
+    t = fl.tensor_type(inst)
+    struct, data = fl.new_tensor(t, dims)
+    esize = i64(element_size(t.dtype))
+    outer = product(b, dims[:axis])
+    inner = product(b, dims[axis + 1:])
+    row = mul(b, total, inner)
+    offset: ll.Value = i64(0)
+    for p in parts:
+        chunk = mul(b, p.dims[axis], inner)
+        with for_range(b, i64(0), outer, "cat") as o:
+            dst = gep(b, element_type(t.dtype), data, add(b, mul(b, o, row), offset))
+            src = gep(b, element_type(t.dtype), p.data, mul(b, o, chunk))
+            memcpy(b, dst, src, mul(b, chunk, esize))
+        offset = add(b, offset, chunk)
+    return struct
+
+
+# ---------------------------------------------------------------- dot
+
+
+def dot_uses_blas(t: TensorType) -> bool:
+    return t.dtype.is_float and t.dtype.bits in (32, 64) and blas.available()
+
+
+def dot_operand(fl: FunctionLowering, v: Value) -> tuple[Tensor, bool]:
+    """The tensor a `dot` reads and whether it is transposed (a virtual transpose's source)."""
+    if isinstance(v, Instruction) and v in fl.virtual:
+        return fl.tensor(v.x), True
+    return fl.tensor(v), False
+
+
+@lowers("dot", "matrixMultiply")
+def lower_dot(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    b = fl.b
+    t = fl.tensor_type(inst)
+    at = fl.tensor_type(inst.lhs)
+    if at.rank == 1:
+        return vector_dot(fl, inst)
+    a, ta = dot_operand(fl, inst.lhs)
+    c, tc = dot_operand(fl, inst.rhs)
+    # logical (batch…, m, k) and (batch…, k, n)
+    a_dims = list(reversed(a.dims)) if ta else list(a.dims)
+    c_dims = list(reversed(c.dims)) if tc else list(c.dims)
+    m, k = a_dims[-2], a_dims[-1]
+    k2, n = c_dims[-2], c_dims[-1]
+    fl.fail_if(b.icmp_signed("!=", k, k2) if not (is_const(k) and is_const(k2)) else
+               ll.Constant(I1, int(k.constant != k2.constant)),
+               "dot: inner dimensions {0} and {1} differ", [k, k2])
+    batch = a_dims[:-2]
+    for x, y in zip(batch, c_dims[:-2], strict=True):
+        if not (is_const(x) and is_const(y)):
+            fl.fail_if(b.icmp_signed("!=", x, y), "dot: batch dimensions {0} and {1} differ",
+                       [x, y])
+    dims = [*batch, m, n]
+    struct, out = fl.new_tensor(t, dims)
+    count = product(b, batch)
+    a_step, c_step, o_step = mul(b, m, k), mul(b, k, n), mul(b, m, n)
+    elem = element_type(t.dtype)
+    with for_range(b, i64(0), count, "batch") as i:
+        pa = gep(b, elem, a.data, mul(b, i, a_step))
+        pc = gep(b, elem, c.data, mul(b, i, c_step))
+        po = gep(b, elem, out, mul(b, i, o_step))
+        if dot_uses_blas(t):
+            gemm(fl, t, pa, ta, pc, tc, po, m, n, k)
+        else:
+            gemm_loops(fl, t, pa, ta, pc, tc, po, m, n, k)
+    return struct
+
+
+def gemm(fl: FunctionLowering, t: TensorType, a: ll.Value, ta: bool, c: ll.Value, tc: bool,
+         out: ll.Value, m: ll.Value, n: ll.Value, k: ll.Value) -> None:
+    """out (m×n) = op(a)·op(c) by cblas ?gemm (row major, i64 sizes)."""
+    b = fl.b
+    double = t.dtype.bits == 64
+    ft = F64 if double else F32
+    fn = declare(fl.unit.llmod, "dlvm_dgemm" if double else "dlvm_sgemm", ll.VoidType(),
+                 [I32, I32, I32, I64, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64])
+
+    def at_least_one(x: ll.Value) -> ll.Value:
+        return x if is_const(x) and x.constant >= 1 else b.select(
+            b.icmp_signed("<", x, i64(1)), i64(1), x)
+
+    lda = at_least_one(m if ta else k)
+    ldc = at_least_one(k if tc else n)
+    ldo = at_least_one(n)
+    nonempty = b.and_(b.icmp_signed(">", m, i64(0)), b.icmp_signed(">", n, i64(0)))
+    with b.if_then(nonempty), b.if_else(b.icmp_signed("==", k, i64(0))) as (zero, work):
+        with zero:
+            from .emit import memset
+
+            memset(b, out, 0, mul(b, mul(b, m, n), i64(element_size(t.dtype))))
+        with work:
+            b.call(fn, [ll.Constant(I32, blas.ROW_MAJOR),
+                        ll.Constant(I32, blas.TRANS if ta else blas.NO_TRANS),
+                        ll.Constant(I32, blas.TRANS if tc else blas.NO_TRANS),
+                        m, n, k, ll.Constant(ft, 1.0), a, lda, c, ldc, ll.Constant(ft, 0.0),
+                        out, ldo])
+
+
+def gemm_loops(fl: FunctionLowering, t: TensorType, a: ll.Value, ta: bool, c: ll.Value,
+               tc: bool, out: ll.Value, m: ll.Value, n: ll.Value, k: ll.Value) -> None:
+    """out = op(a)·op(c) as an i-k-j loop nest (vectorizes over j); half floats accumulate in
+    single precision."""
+    b = fl.b
+    elem = element_type(t.dtype)
+    st = scalar_type(t.dtype)
+    acc_t = F32 if isinstance(st, ll.HalfType) else st
+    is_float = t.dtype.is_float
+    a_row, a_col = (i64(1), m) if ta else (k, i64(1))
+    c_row, c_col = (i64(1), k) if tc else (n, i64(1))
+    from .lower_control import result_slot
+
+    acc = result_slot(fl, acc_t)
+    with for_range(b, i64(0), m, "gi") as i, for_range(b, i64(0), n, "gj") as j:
+        b.store(ll.Constant(acc_t, 0.0 if is_float else 0), acc)
+        with for_range(b, i64(0), k, "gk") as p:
+            x = b.load(gep(b, elem, a, add(b, mul(b, i, a_row), mul(b, p, a_col))), typ=elem)
+            y = b.load(gep(b, elem, c, add(b, mul(b, p, c_row), mul(b, j, c_col))), typ=elem)
+            if acc_t is not st:
+                x, y = b.fpext(x, acc_t), b.fpext(y, acc_t)
+            prod = b.fmul(x, y) if is_float else b.mul(x, y)
+            old = b.load(acc, typ=acc_t)
+            b.store(b.fadd(old, prod) if is_float else b.add(old, prod), acc)
+        result = b.load(acc, typ=acc_t)
+        if acc_t is not st:
+            result = b.fptrunc(result, st)
+        b.store(result, gep(b, elem, out, add(b, mul(b, i, n), j)))
+
+
+def vector_dot(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    """The dot product of two vectors (a sum in vector partial sums)."""
+    b = fl.b
+    x, y = fl.tensor(inst.lhs), fl.tensor(inst.rhs)
+    n, n2 = x.dims[0], y.dims[0]
+    if not (is_const(n) and is_const(n2)):
+        fl.fail_if(b.icmp_signed("!=", n, n2), "dot: vectors of sizes {0} and {1}", [n, n2])
+    t = fl.tensor_type(inst)
+    st = scalar_type(t.dtype)
+    elem = element_type(t.dtype)
+    from .lower_control import result_slot
+
+    acc = result_slot(fl, st)
+    b.store(ll.Constant(st, 0.0 if t.dtype.is_float else 0), acc)
+    with for_range(b, i64(0), n, "dot") as i:
+        p = b.load(gep(b, elem, x.data, i), typ=elem)
+        q = b.load(gep(b, elem, y.data, i), typ=elem)
+        if t.dtype.is_float:
+            b.store(b.fadd(b.load(acc, typ=st), b.fmul(p, q), flags=["reassoc"]), acc)
+        else:
+            b.store(b.add(b.load(acc, typ=st), b.mul(p, q)), acc)
+    return b.load(acc, typ=st)
+
+
+# ---------------------------------------------------------------- reductions by a function
+
+
+def call_combinator(fl: FunctionLowering, fn_value: ll.Value, ftype: ll.FunctionType,
+                    acc: ll.Value, x: ll.Value) -> ll.Value:
+    from .lower_control import result_slot
+
+    slot = result_slot(fl, acc.type)
+    status = call_pointer(fl.b, fn_value, ftype, [fl.ctx, slot, acc, x])
+    fl.check(status)
+    return fl.b.load(slot, typ=acc.type)
+
+
+def combinator_callable(fl: FunctionLowering, inst: Instruction
+                        ) -> tuple[ll.Value | None, ll.FunctionType | None, str | None]:
+    """(function, its type, None) for a function combinator; (None, None, name) for an
+    opcode or builtin."""
+    comb = inst.combinator
+    if isinstance(comb, str):
+        return None, None, comb
+    from dlvm.ir import BuiltinRef
+
+    if isinstance(comb, BuiltinRef):
+        return None, None, comb.name
+    target = fl.value(comb)
+    t = fl.tensor_type(inst.x)
+    st = scalar_type(t.dtype)
+    if isinstance(comb, Function) and not comb.blocks:
+        fl.fail(fl.site(f"'@{comb.name}' is an external declaration and has no body"))
+        fl.b.position_at_end(fl.llfn.append_basic_block("unreachable"))
+    return target, ll.FunctionType(I32, [PTR, PTR, st, st]), None
+
+
+def fold_step(fl: FunctionLowering, inst: Instruction, acc: ll.Value, x: ll.Value) -> ll.Value:
+    fn_value, ftype, name = combinator_callable(fl, inst)
+    if name is not None:
+        emitter = ScalarEmitter(fl.b, fl.unit.math.call, lambda i, m: fl.site(m, i),
+                                lambda v: fl.tensor_type(v).dtype)
+        return combine(emitter, name, acc, x, reassociate=False)
+    assert fn_value is not None and ftype is not None
+    return call_combinator(fl, fn_value, ftype, acc, x)
+
+
+def reduce_by_function(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    """`reduce … by @f`: init ⊕ elements in row-major order of the reduced dimensions, per
+    output element, calling @f (as the interpreter does)."""
+    b = fl.b
+    xt = fl.tensor_type(inst.x)
+    init = fl.value(inst.init)
+    if xt.rank == 0:
+        return fold_step(fl, inst, init, fl.value(inst.x))
+    x = fl.tensor(inst.x)
+    reduced = list(range(xt.rank)) if inst.dims is None else list(inst.dims)
+    kept = [k for k in range(xt.rank) if k not in reduced]
+    strides = contiguous_strides(b, x.dims)
+    t = fl.tensor_type(inst)
+    st = scalar_type(t.dtype)
+    from .lower_control import result_slot
+
+    acc = result_slot(fl, st)
+    out_dims = [x.dims[k] for k in kept]
+    if t.rank:
+        struct, out = fl.new_tensor(t, out_dims)
+    out_strides = contiguous_strides(b, out_dims)
+
+    def outer(level: int, src: ll.Value, dst: ll.Value) -> None:
+        if level == len(kept):
+            b.store(init, acc)
+            inner(0, src)
+            value = b.load(acc, typ=st)
+            if t.rank:
+                fl.store_scalar(value, gep(b, element_type(t.dtype), out, dst))
+            return
+        k = kept[level]
+        with for_range(b, i64(0), x.dims[k], f"r{level}") as i:
+            outer(level + 1, add(b, src, mul(b, i, strides[k])),
+                  add(b, dst, mul(b, i, out_strides[level])))
+
+    def inner(level: int, src: ll.Value) -> None:
+        if level == len(reduced):
+            e = fl.load_scalar(gep(b, element_type(xt.dtype), x.data, src), xt)
+            b.store(fold_step(fl, inst, b.load(acc, typ=st), e), acc)
+            return
+        k = reduced[level]
+        with for_range(b, i64(0), x.dims[k], f"f{level}") as i:
+            inner(level + 1, add(b, src, mul(b, i, strides[k])))
+
+    outer(0, i64(0), i64(0))
+    return struct if t.rank else b.load(acc, typ=st)
+
+
+@lowers("scan")
+def lower_scan(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    """Inclusive prefix reduction along each listed dimension in turn."""
+    b = fl.b
+    t = fl.tensor_type(inst)
+    if t.rank == 0:
+        return fl.value(inst.x)
+    x = fl.tensor(inst.x)
+    struct, out = fl.new_tensor(t, x.dims)
+    elem = element_type(t.dtype)
+    memcpy(b, out, x.data, mul(b, x.count(), i64(element_size(t.dtype))))
+    strides = contiguous_strides(b, x.dims)
+    for axis in inst.dims:
+        others = [k for k in range(t.rank) if k != axis]
+
+        def walk(level: int, base: ll.Value, axis: int = axis, others: list[int] = others
+                 ) -> None:
+            if level == len(others):
+                with for_range(b, i64(1), x.dims[axis], "scan") as i:
+                    here = add(b, base, mul(b, i, strides[axis]))
+                    prev = b.sub(here, strides[axis])
+                    a = fl.load_scalar(gep(b, elem, out, prev), t)
+                    c = fl.load_scalar(gep(b, elem, out, here), t)
+                    fl.store_scalar(fold_step(fl, inst, a, c), gep(b, elem, out, here))
+                return
+            k = others[level]
+            with for_range(b, i64(0), x.dims[k], f"s{level}") as i:
+                walk(level + 1, add(b, base, mul(b, i, strides[k])))
+
+        walk(0, i64(0))
+    return struct
+
+
+
+# ---------------------------------------------------------------- random
+
+
+@lowers("random")
+def lower_random(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    """Drawn by numpy's generator (see `random.py`), as the interpreter draws them."""
+    from .random import dtype_code
+    from .runtime import CTX_RNG
+
+    b = fl.b
+    t = fl.tensor_type(inst)
+    lo, hi = fl.value(inst.lower), fl.value(inst.upper)
+    ordered = (b.fcmp_ordered("<", lo, hi) if t.dtype.is_float else
+               b.icmp_signed("<", lo, hi))
+    fl.fail_if(b.not_(ordered), "random needs lower < upper, found an empty range")
+    as_double = (lambda v: b.fpext(v, F64) if v.type != F64 else v) if t.dtype.is_float else (
+        lambda v: b.sitofp(v, F64))
+    fn = declare(fl.unit.llmod, "dlvm_random", I32, [I64, PTR, I64, I64, F64, F64])
+    if t.rank == 0:
+        from .lower_control import result_slot
+
+        slot = result_slot(fl, scalar_type(t.dtype))
+        data, count, struct = slot, i64(1), None
+    else:
+        if not t.is_static:
+            fl.fail(fl.site("random needs a static shape"))
+            b.position_at_end(fl.llfn.append_basic_block("unreachable"))
+            return ll.Constant(fl.layout.lower(t), None)
+        dims = [i64(d) for d in t.shape]  # type: ignore[misc]
+        struct, data = fl.new_tensor(t, dims)
+        count = product(b, dims)
+    generator = b.load(fl.rt.slot(b, fl.ctx, CTX_RNG), typ=I64)
+    from dlvm.ir.runtime import numpy_dtype
+
+    status = b.call(fn, [generator, data, count, i64(dtype_code(numpy_dtype(t.dtype))),
+                         as_double(lo), as_double(hi)])
+    fl.fail_if(b.icmp_signed("!=", status, ll.Constant(I32, 0)),
+               "random: the generator refused the range")
+    if struct is None:
+        return b.load(data, typ=scalar_type(t.dtype))
+    return struct
+
+
+# ---------------------------------------------------------------- windows
+
+
+def window_geometry(fl: FunctionLowering, size: ll.Value, window: int, stride: int,
+                    padding: str) -> tuple[ll.Value, ll.Value]:
+    """(output size, low padding) of one dimension, as `dlvm.ir` defines them."""
+    b = fl.b
+    w, s = i64(window), i64(stride)
+    if padding == "none":
+        out = b.add(b.sdiv(b.sub(size, w), s), i64(1))
+        return b.select(b.icmp_signed("<", size, w), i64(0), out), i64(0)
+    if padding == "full":
+        return b.add(b.sdiv(b.add(size, i64(window - 2)), s), i64(1)), i64(window - 1)
+    out = b.add(b.sdiv(b.sub(size, i64(1)), s), i64(1))
+    total = b.sub(b.add(b.mul(b.sub(out, i64(1)), s), w), size)
+    total = b.select(b.icmp_signed("<", total, i64(0)), i64(0), total)
+    return out, b.sdiv(total, i64(2))
+
+
+@lowers("reduceWindow")
+def lower_reduce_window(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    """Each output element folds its window, padded with `init`, in row-major order."""
+    b = fl.b
+    x = fl.tensor(inst.x)
+    t = fl.tensor_type(inst)
+    init = fl.value(inst.init)
+    rank = t.rank
+    geometry = [window_geometry(fl, x.dims[k], inst.dims[k], inst.strides[k], inst.padding)
+                for k in range(rank)]
+    out_dims = [g[0] for g in geometry]
+    struct, out = fl.new_tensor(t, out_dims)
+    in_strides = contiguous_strides(b, x.dims)
+    out_strides = contiguous_strides(b, out_dims)
+    st = scalar_type(t.dtype)
+    elem = element_type(t.dtype)
+    from .lower_control import result_slot
+
+    acc = result_slot(fl, st)
+
+    def outer(k: int, position: list[ll.Value], dst: ll.Value) -> None:
+        if k == rank:
+            b.store(init, acc)
+            window(0, position, i64(0), None)
+            fl.store_scalar(b.load(acc, typ=st), gep(b, elem, out, dst))
+            return
+        with for_range(b, i64(0), out_dims[k], f"w{k}") as o:
+            outer(k + 1, [*position, o], add(b, dst, mul(b, o, out_strides[k])))
+
+    def window(k: int, position: list[ll.Value], src: ll.Value, inside: ll.Value | None
+               ) -> None:
+        if k == rank:
+            assert inside is not None or rank == 0
+            with b.if_else(inside if inside is not None else ll.Constant(I1, 1)) as (
+                    real, pad):
+                with real:
+                    v = fl.load_scalar(gep(b, elem, x.data, src), x.type)
+                    b.store(fold_step(fl, inst, b.load(acc, typ=st), v), acc)
+                with pad:
+                    b.store(fold_step(fl, inst, b.load(acc, typ=st), init), acc)
+            return
+        with for_range(b, i64(0), i64(inst.dims[k]), f"q{k}") as q:
+            i = b.sub(b.add(b.mul(position[k], i64(inst.strides[k])), q), geometry[k][1])
+            ok = b.and_(b.icmp_signed(">=", i, i64(0)), b.icmp_signed("<", i, x.dims[k]))
+            window(k + 1, position, add(b, src, mul(b, i, in_strides[k])),
+                   ok if inside is None else b.and_(inside, ok))
+
+    outer(0, [], i64(0))
+    return struct
+
+
+@lowers("convolve")
+def lower_convolve(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    """Direct convolution: out[n, o, p…] = Σ_c Σ_q x̃[n, c, p·s + q·rd]·k[o, c, q…], x̃ the
+    input dilated by `leftDilation` and padded; channels split into `groups`."""
+    b = fl.b
+    x, k = fl.tensor(inst.x), fl.tensor(inst.kernel)
+    t = fl.tensor_type(inst)
+    n = t.rank - 2
+    strides = inst.strides or [1] * n
+    pads = inst.padding or [(0, 0)] * n
+    ld = inst.leftDilation or [1] * n
+    rd = inst.rightDilation or [1] * n
+    groups = inst.groups or 1
+    spatial = []
+    for s, w, st, (lo, hi), a, c in zip(x.dims[2:], k.dims[2:], strides, pads, ld, rd,
+                                        strict=True):
+        base = b.select(b.icmp_signed(">", s, i64(0)),
+                        b.add(b.add(b.mul(b.sub(s, i64(1)), i64(a)), i64(1)), i64(lo + hi)),
+                        i64(lo + hi))
+        window = b.add(b.mul(b.sub(w, i64(1)), i64(c)), i64(1))
+        size = b.add(b.sdiv(b.sub(base, window), i64(st)), i64(1))
+        spatial.append(b.select(b.icmp_signed(">", window, base), i64(0), size))
+    cout = k.dims[0]
+    out_dims = [x.dims[0], cout, *spatial]
+    struct, out = fl.new_tensor(t, out_dims)
+    cin_g = b.sdiv(x.dims[1], i64(groups))
+    cout_g = b.sdiv(cout, i64(groups))
+    xs, ks, os_ = (contiguous_strides(b, d) for d in (x.dims, k.dims, out_dims))
+    st_ = scalar_type(t.dtype)
+    elem = element_type(t.dtype)
+    is_float = t.dtype.is_float
+    from .lower_control import result_slot
+
+    acc = result_slot(fl, st_)
+    zero = ll.Constant(st_, 0.0 if is_float else 0)
+    with for_range(b, i64(0), x.dims[0], "n") as ni, for_range(b, i64(0), cout, "o") as o:
+        g = b.sdiv(o, cout_g)
+
+        def positions(d: int, p: list[ll.Value]) -> None:
+            if d == n:
+                b.store(zero, acc)
+                with for_range(b, i64(0), cin_g, "c") as c:
+                    taps(0, p, c, None, add(b, mul(b, ni, xs[0]), mul(b, b.add(
+                        b.mul(g, cin_g), c), xs[1])), add(b, mul(b, o, ks[0]),
+                                                          mul(b, c, ks[1])))
+                dst = add(b, mul(b, ni, os_[0]), mul(b, o, os_[1]))
+                for j, pj in enumerate(p):
+                    dst = add(b, dst, mul(b, pj, os_[2 + j]))
+                fl.store_scalar(b.load(acc, typ=st_), gep(b, elem, out, dst))
+                return
+            with for_range(b, i64(0), spatial[d], f"p{d}") as pd:
+                positions(d + 1, [*p, pd])
+
+        def taps(d: int, p: list[ll.Value], c: ll.Value, ok: ll.Value | None,
+                 src: ll.Value, ksrc: ll.Value) -> None:
+            if d == n:
+                with b.if_then(ok if ok is not None else ll.Constant(I1, 1)):
+                    xv = b.load(gep(b, elem, x.data, src), typ=elem)
+                    kv = b.load(gep(b, elem, k.data, ksrc), typ=elem)
+                    old = b.load(acc, typ=st_)
+                    b.store(b.fadd(old, b.fmul(xv, kv)) if is_float else
+                            b.add(old, b.mul(xv, kv)), acc)
+                return
+            with for_range(b, i64(0), k.dims[2 + d], f"q{d}") as q:
+                lo = pads[d][0]
+                i = b.sub(b.add(b.mul(p[d], i64(strides[d])), b.mul(q, i64(rd[d]))), i64(lo))
+                a = ld[d]
+                src_i = b.sdiv(i, i64(a))
+                valid = b.and_(b.icmp_signed(">=", i, i64(0)),
+                               b.icmp_signed("<", src_i, x.dims[2 + d]))
+                if a != 1:
+                    valid = b.and_(valid, b.icmp_signed("==", b.srem(i, i64(a)), i64(0)))
+                taps(d + 1, p, c, valid if ok is None else b.and_(ok, valid),
+                     add(b, src, mul(b, src_i, xs[2 + d])), add(b, ksrc, mul(b, q, ks[2 + d])))
+
+        positions(0, [])
+    return struct

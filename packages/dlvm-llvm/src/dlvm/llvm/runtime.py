@@ -1,0 +1,338 @@
+"""The run-time support every compiled module carries: buffers, the AD tape, errors.
+
+It is emitted as internal LLVM functions into each module, so LLVM inlines and optimizes it
+with the code that uses it, and a compiled object needs nothing but libc (and BLAS) to load.
+
+**Context.** Every compiled function takes `ptr ctx`, an array of i64 slots owned by the
+caller in Python (one per executable and thread): the error site and its parameters, the
+call depth, the list of tape stacks of the running call, and the buffer pool's free lists.
+
+**Buffers.** A tensor's elements live in a buffer: a 64-byte header `{i64 refcount, i64 size
+class, i64 next}` followed by the data, 64-byte aligned. Buffers come from a pool of free
+lists by power-of-two size class (so a steady state of calls reuses memory and allocates
+nothing), or straight from `posix_memalign` beyond 1 GiB. A negative count marks a buffer
+the program does not own (a caller's array): retain and release leave it alone and it is
+never updated in place. A buffer that a call returns to Python leaves the pool: numpy's
+array frees it with `free` when it is collected.
+
+**Stacks** (the AD tape) are growable byte arrays of items, each followed by a trailer
+`{i64 type id, ptr release function}` so that `pop` checks the type and `destroyStack`
+releases what is left. Every stack of a call is freed when the call returns.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir as ll
+
+from .emit import (
+    alloca,
+    byte_offset,
+    call_pointer,
+    declare,
+    gep,
+    global_variable,
+    i32,
+    i64,
+    internal_function,
+    memcpy,
+)
+from .layout import I1, I32, I64, PTR, VOID
+
+HEADER_BYTES = 64
+POOL_CLASSES = 40
+UNPOOLED_BYTES = 1 << 30
+IMMORTAL = -1
+
+# context slots (i64 each): the error site and its parameters, the call depth, the stacks
+# of the running call, the kernel thread count, the table of global variables' cells, the
+# random generator's id, and the pool's free lists
+CTX_SITE, CTX_PARAMS, CTX_DEPTH, CTX_STACKS, CTX_THREADS, CTX_GLOBALS, CTX_RNG = 0, 1, 5, 6, 7, 8, 9
+CTX_FREE = 10
+CTX_SLOTS = CTX_FREE + POOL_CLASSES
+N_PARAMS = 4
+
+STACK_BYTES = 32  # {ptr data, i64 size, i64 capacity, ptr next}
+TRAILER_BYTES = 16
+
+
+class Runtime:
+    """The runtime functions of one LLVM module, defined on first use."""
+
+    def __init__(self, module: ll.Module) -> None:
+        self.module = module
+        self.functions: dict[str, ll.Function] = {}
+        external = global_variable(module, ll.ArrayType(I64, 8), "dlvm.external")
+        external.linkage = "internal"
+        external.initializer = ll.Constant(ll.ArrayType(I64, 8), [IMMORTAL] + [0] * 7)
+        self.external = external  # the header shared by every buffer the program does not own
+
+    def get(self, name: str) -> ll.Function:
+        fn = self.functions.get(name)
+        if fn is None:
+            fn = self.functions[name] = getattr(self, "_define_" + name.replace(".", "_"))()
+        return fn
+
+    # ------------------------------------------------------------ context
+
+    @staticmethod
+    def slot(b: ll.IRBuilder, ctx: ll.Value, index: int | ll.Value) -> ll.Value:
+        return gep(b, I64, ctx, i64(index) if isinstance(index, int) else index)
+
+    def fail(self, b: ll.IRBuilder, ctx: ll.Value, site: int,
+             params: list[ll.Value] | tuple[ll.Value, ...] = ()) -> None:
+        """Record error `site` (with up to four i64 parameters) and return 1."""
+        b.store(i64(site), self.slot(b, ctx, CTX_SITE))
+        for k, p in enumerate(params[:N_PARAMS]):
+            b.store(p, self.slot(b, ctx, CTX_PARAMS + k))
+        b.ret(i32(1))
+
+    # ------------------------------------------------------------ libc
+
+    def libc(self, name: str) -> ll.Function:
+        signatures = {
+            "posix_memalign": (I32, [PTR, I64, I64]),
+            "free": (VOID, [PTR]),
+            "malloc": (PTR, [I64]),
+            "realloc": (PTR, [PTR, I64]),
+        }
+        ret, args = signatures[name]
+        return declare(self.module, name, ret, args)
+
+    # ------------------------------------------------------------ buffers
+
+    def _define_alloc(self) -> ll.Function:
+        """ptr alloc(ctx, nbytes): a buffer with count 1, or null when memory runs out."""
+        fn, b = internal_function(self.module, "dlvm.rt.alloc", PTR, [PTR, I64])
+        ctx, nbytes = fn.args
+        total = b.add(nbytes, i64(HEADER_BYTES))
+        big = b.icmp_signed(">", total, i64(UNPOOLED_BYTES))
+        slot = alloca(b, PTR)
+        b.store(ll.Constant(PTR, None), slot)  # posix_memalign leaves it alone on failure
+        with b.if_else(big) as (then, otherwise):
+            with then:
+                rounded = b.and_(b.add(total, i64(63)), i64(~63))
+                b.call(self.libc("posix_memalign"), [slot, i64(64), rounded])
+                p = b.load(slot, typ=PTR)
+                with b.if_then(b.icmp_unsigned("!=", p, ll.Constant(PTR, None))):
+                    b.store(i64(-1), gep(b, I64, p, i64(1)))
+            with otherwise:
+                ctlz = declare(self.module, "llvm.ctlz.i64", I64, [I64, I1])
+                lz = b.call(ctlz, [b.sub(total, i64(1)), ll.Constant(I1, 0)])
+                cls = b.sub(i64(64 - 6), lz)  # ceil(log2 total) - 6
+                cls = b.select(b.icmp_signed("<", cls, i64(0)), i64(0), cls)
+                head_slot = self.slot(b, ctx, b.add(cls, i64(CTX_FREE)))
+                head = b.load(b.bitcast(head_slot, PTR), typ=PTR)
+                b.store(ll.Constant(PTR, None), slot)
+                with b.if_else(b.icmp_unsigned("!=", head, ll.Constant(PTR, None))) as (
+                        reuse, fresh):
+                    with reuse:
+                        nxt = b.load(gep(b, PTR, head, i64(2)), typ=PTR)
+                        b.store(nxt, b.bitcast(head_slot, PTR))
+                        b.store(head, slot)
+                    with fresh:
+                        size = b.shl(i64(64), cls)
+                        b.call(self.libc("posix_memalign"), [slot, i64(64), size])
+                p = b.load(slot, typ=PTR)
+                with b.if_then(b.icmp_unsigned("!=", p, ll.Constant(PTR, None))):
+                    b.store(cls, gep(b, I64, p, i64(1)))
+        p = b.load(slot, typ=PTR)
+        with b.if_then(b.icmp_unsigned("!=", p, ll.Constant(PTR, None))):
+            b.store(i64(1), p)
+        b.ret(p)
+        return fn
+
+    def _define_free_buffer(self) -> ll.Function:
+        """Return a buffer whose count reached zero to its pool (or to libc)."""
+        fn, b = internal_function(self.module, "dlvm.rt.free_buffer", VOID, [PTR, PTR])
+        ctx, buf = fn.args
+        cls = b.load(gep(b, I64, buf, i64(1)), typ=I64)
+        with b.if_else(b.icmp_signed("<", cls, i64(0))) as (unpooled, pooled):
+            with unpooled:
+                b.call(self.libc("free"), [buf])
+            with pooled:
+                head_slot = b.bitcast(self.slot(b, ctx, b.add(cls, i64(CTX_FREE))), PTR)
+                b.store(b.load(head_slot, typ=PTR), gep(b, PTR, buf, i64(2)))
+                b.store(buf, head_slot)
+        b.ret_void()
+        return fn
+
+    def _define_release(self) -> ll.Function:
+        fn, b = internal_function(self.module, "dlvm.rt.release", VOID, [PTR, PTR], inline=True)
+        ctx, buf = fn.args
+        with b.if_then(b.icmp_unsigned("==", buf, ll.Constant(PTR, None)), likely=False):
+            b.ret_void()  # an `undefined` value
+        rc = b.load(buf, typ=I64)
+        with b.if_then(b.icmp_signed(">", rc, i64(0)), likely=True):
+            left = b.sub(rc, i64(1))
+            b.store(left, buf)
+            with b.if_then(b.icmp_signed("==", left, i64(0))):
+                b.call(self.get("free_buffer"), [ctx, buf])
+        b.ret_void()
+        return fn
+
+    def _define_retain(self) -> ll.Function:
+        fn, b = internal_function(self.module, "dlvm.rt.retain", VOID, [PTR], inline=True)
+        (buf,) = fn.args
+        with b.if_then(b.icmp_unsigned("==", buf, ll.Constant(PTR, None)), likely=False):
+            b.ret_void()
+        rc = b.load(buf, typ=I64)
+        with b.if_then(b.icmp_signed(">", rc, i64(0)), likely=True):
+            b.store(b.add(rc, i64(1)), buf)
+        b.ret_void()
+        return fn
+
+    def _define_unique(self) -> ll.Function:
+        """Whether the caller holds the only reference (so the buffer may be updated in place)."""
+        fn, b = internal_function(self.module, "dlvm.rt.unique", I1, [PTR], inline=True)
+        (buf,) = fn.args
+        b.ret(b.icmp_signed("==", b.load(buf, typ=I64), i64(1)))
+        return fn
+
+    def data(self, b: ll.IRBuilder, buf: ll.Value) -> ll.Value:
+        return byte_offset(b, buf, HEADER_BYTES)
+
+    # ------------------------------------------------------------ stacks
+
+    def _define_stack_new(self) -> ll.Function:
+        """A new empty stack, linked into the context so the call frees it on return."""
+        fn, b = internal_function(self.module, "dlvm.rt.stack_new", PTR, [PTR])
+        (ctx,) = fn.args
+        s = b.call(self.libc("malloc"), [i64(STACK_BYTES)])
+        with b.if_then(b.icmp_unsigned("!=", s, ll.Constant(PTR, None))):
+            b.store(ll.Constant(PTR, None), s)
+            b.store(i64(0), gep(b, I64, s, i64(1)))
+            b.store(i64(0), gep(b, I64, s, i64(2)))
+            head = b.bitcast(self.slot(b, ctx, CTX_STACKS), PTR)
+            b.store(b.load(head, typ=PTR), gep(b, PTR, s, i64(3)))
+            b.store(s, head)
+        b.ret(s)
+        return fn
+
+    def _define_stack_push(self) -> ll.Function:
+        """i32 push(stack, src, size, type id, release fn): 0, or 1 when memory runs out."""
+        fn, b = internal_function(self.module, "dlvm.rt.stack_push", I32,
+                                  [PTR, PTR, I64, I64, PTR])
+        s, src, size, tid, rel = fn.args
+        padded = b.and_(b.add(size, i64(7)), i64(~7))
+        used = b.load(gep(b, I64, s, i64(1)), typ=I64)
+        cap = b.load(gep(b, I64, s, i64(2)), typ=I64)
+        need = b.add(used, b.add(padded, i64(TRAILER_BYTES)))
+        with b.if_then(b.icmp_signed(">", need, cap)):
+            doubled = b.mul(cap, i64(2))
+            new_cap = b.select(b.icmp_signed(">", need, doubled), need, doubled)
+            new_cap = b.select(b.icmp_signed("<", new_cap, i64(256)), i64(256), new_cap)
+            data = b.call(self.libc("realloc"), [b.load(s, typ=PTR), new_cap])
+            with b.if_then(b.icmp_unsigned("==", data, ll.Constant(PTR, None))):
+                b.ret(i32(1))
+            b.store(data, s)
+            b.store(new_cap, gep(b, I64, s, i64(2)))
+        data = b.load(s, typ=PTR)
+        memcpy(b, byte_offset(b, data, used), src, size)
+        trailer = byte_offset(b, data, b.add(used, padded))
+        b.store(tid, trailer)
+        b.store(rel, gep(b, PTR, trailer, i64(1)))
+        b.store(need, gep(b, I64, s, i64(1)))
+        b.ret(i32(0))
+        return fn
+
+    def _define_stack_pop(self) -> ll.Function:
+        """i32 pop(stack, dst, size, type id): 0; 1 if empty; 2 if the top has another type
+        (its id is stored at `dst`)."""
+        fn, b = internal_function(self.module, "dlvm.rt.stack_pop", I32, [PTR, PTR, I64, I64])
+        s, dst, size, tid = fn.args
+        used = b.load(gep(b, I64, s, i64(1)), typ=I64)
+        with b.if_then(b.icmp_signed("==", used, i64(0))):
+            b.ret(i32(1))
+        data = b.load(s, typ=PTR)
+        trailer = byte_offset(b, data, b.sub(used, i64(TRAILER_BYTES)))
+        top = b.load(trailer, typ=I64)
+        with b.if_then(b.icmp_signed("!=", top, tid)):
+            b.store(top, dst)
+            b.ret(i32(2))
+        padded = b.and_(b.add(size, i64(7)), i64(~7))
+        start = b.sub(b.sub(used, i64(TRAILER_BYTES)), padded)
+        memcpy(b, dst, byte_offset(b, data, start), size)
+        b.store(start, gep(b, I64, s, i64(1)))
+        b.ret(i32(0))
+        return fn
+
+    def _define_stack_clear(self) -> ll.Function:
+        """`destroyStack`: release every item left on the stack and empty it."""
+        fn, b = internal_function(self.module, "dlvm.rt.stack_clear", VOID, [PTR, PTR])
+        ctx, s = fn.args
+        head = b.append_basic_block("head")
+        body = b.append_basic_block("body")
+        done = b.append_basic_block("done")
+        b.branch(head)
+        b.position_at_end(head)
+        used = b.load(gep(b, I64, s, i64(1)), typ=I64)
+        b.cbranch(b.icmp_signed(">", used, i64(0)), body, done)
+        b.position_at_end(body)
+        data = b.load(s, typ=PTR)
+        trailer = byte_offset(b, data, b.sub(used, i64(TRAILER_BYTES)))
+        rel = b.load(gep(b, PTR, trailer, i64(1)), typ=PTR)
+        # Every item's release function takes the trailer's address (the item lies just
+        # below it), releases the item's references and returns its padded size.
+        ftype = ll.FunctionType(I64, [PTR, PTR])
+        padded = call_pointer(b, rel, ftype, [ctx, trailer])
+        b.store(b.sub(b.sub(used, i64(TRAILER_BYTES)), padded), gep(b, I64, s, i64(1)))
+        b.branch(head)
+        b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+    def _define_end_call(self) -> ll.Function:
+        """Free every stack of the call that ends (their items were released or popped)."""
+        fn, b = internal_function(self.module, "dlvm.rt.end_call", VOID, [PTR])
+        (ctx,) = fn.args
+        head_slot = b.bitcast(self.slot(b, ctx, CTX_STACKS), PTR)
+        loop = b.append_basic_block("loop")
+        body = b.append_basic_block("body")
+        done = b.append_basic_block("done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        s = b.load(head_slot, typ=PTR)
+        b.cbranch(b.icmp_unsigned("!=", s, ll.Constant(PTR, None)), body, done)
+        b.position_at_end(body)
+        b.call(self.get("stack_clear"), [ctx, s])
+        b.store(b.load(gep(b, PTR, s, i64(3)), typ=PTR), head_slot)
+        b.call(self.libc("free"), [b.load(s, typ=PTR)])
+        b.call(self.libc("free"), [s])
+        b.branch(loop)
+        b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+    def _define_ctx_free(self) -> ll.Function:
+        """Give every pooled buffer of a context back to libc (when its executable goes)."""
+        fn, b = internal_function(self.module, "dlvm.rt.ctx_free", VOID, [PTR])
+        (ctx,) = fn.args
+        for cls in range(POOL_CLASSES):
+            head_slot = b.bitcast(self.slot(b, ctx, CTX_FREE + cls), PTR)
+            loop = b.append_basic_block(f"c{cls}")
+            body = b.append_basic_block(f"c{cls}.free")
+            done = b.append_basic_block(f"c{cls}.done")
+            b.branch(loop)
+            b.position_at_end(loop)
+            head = b.load(head_slot, typ=PTR)
+            b.cbranch(b.icmp_unsigned("!=", head, ll.Constant(PTR, None)), body, done)
+            b.position_at_end(body)
+            b.store(b.load(gep(b, PTR, head, i64(2)), typ=PTR), head_slot)
+            b.call(self.libc("free"), [head])
+            b.branch(loop)
+            b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+    def export_helpers(self, prefix: str) -> dict[str, str]:
+        """Functions Python calls besides entries: free a context's pool, release a buffer."""
+        names = {"ctx_free": f"{prefix}.ctx_free", "release": f"{prefix}.release"}
+        fn = ll.Function(self.module, ll.FunctionType(VOID, [PTR]), names["ctx_free"])
+        b = ll.IRBuilder(fn.append_basic_block())
+        b.call(self.get("ctx_free"), list(fn.args))
+        b.ret_void()
+        fn = ll.Function(self.module, ll.FunctionType(VOID, [PTR, PTR]), names["release"])
+        b = ll.IRBuilder(fn.append_basic_block())
+        b.call(self.get("release"), list(fn.args))
+        b.ret_void()
+        return names

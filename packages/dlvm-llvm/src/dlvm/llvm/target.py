@@ -1,0 +1,94 @@
+"""The `llvm-cpu` target: DLVM modules as native code for the host CPU, through LLVM."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import dlvm.ir as ir
+from dlvm.ir.target import check_option
+
+from .executable import LLVMExecutable
+
+
+def pipeline_names(text: str) -> list[str]:
+    return [spec.name for spec in ir.parse_pipeline(text)]
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class LLVMCPUTarget(ir.Target):
+    """Native code for the host CPU.
+
+    `passes`: the pipeline run before code generation, on a copy (default `O3`, which fuses
+    element-wise code into kernels; "" for none; skipped when dlvm-opt is not installed);
+    `threads`: cores that large kernels split over (default: all the process may use);
+    `opt_level`: LLVM's optimization level 0–3; `cache`: keep compiled code on disk
+    (`$DLVM_CACHE_DIR`); `specialize`: a build per argument shapes (else one build with the
+    functions' own `_` dimensions); `max_specializations`: builds per function before
+    falling back to that one; `seed`: the seed of `random`; `timeout`: accepted for the
+    command line's `--timeout` (native code is not interrupted; bound the work instead).
+    """
+
+    name = "llvm-cpu"
+    emits = ("llvm", "asm", "obj")
+    passes: str = "O3"
+    threads: int = 0
+    opt_level: int = 3
+    cache: bool = True
+    specialize: bool = True
+    max_specializations: int = 8
+    seed: int = 0
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        check_option("passes", self.passes, str)
+        check_option("threads", self.threads, int, minimum=0)
+        check_option("opt_level", self.opt_level, int, minimum=0)
+        if self.opt_level > 3:
+            raise ir.DlvmError(f"target option 'opt_level' must be at most 3, found "
+                               f"{self.opt_level}")
+        check_option("cache", self.cache, bool)
+        check_option("specialize", self.specialize, bool)
+        check_option("max_specializations", self.max_specializations, int, minimum=1)
+        check_option("seed", self.seed, int, minimum=0)
+        check_option("timeout", self.timeout, float, minimum=0, optional=True)
+
+    def prepare(self, module: ir.Module) -> ir.Module:
+        """The module as code generation sees it: verified, and optimized on a copy."""
+        ir.verify(module)
+        if self.passes and all(ir.registry().has("pass", n) or ir.registry().has("pipeline", n)
+                               for n in pipeline_names(self.passes)):
+            module = ir.clone(module)
+            ir.run_passes(module, self.passes)
+        return module
+
+    def compile(self, module: ir.Module) -> ir.Executable:
+        module = self.prepare(module)
+        return LLVMExecutable(module, threads=self.threads or default_threads(),
+                              opt_level=self.opt_level, cache=self.cache,
+                              specialize=self.specialize,
+                              max_specializations=self.max_specializations, seed=self.seed,
+                              timeout=self.timeout)
+
+    def emit(self, module: ir.Module, what: str) -> str | bytes:
+        """Every function of the module (with its own types) as optimized LLVM IR, assembly
+        for the host, or an object file."""
+        if what not in self.emits:
+            return super().emit(module, what)
+        from . import jit
+        from .function import CompileUnit
+
+        module = self.prepare(module)
+        unit = CompileUnit(module, module.name or "module", export=True)
+        for fn in module.functions:
+            if fn.blocks and "kernel" not in fn.attributes:
+                unit.function(unit.specializer.spec(fn))
+        unit.lower_all()
+        return jit.emit(str(unit.llmod), what, self.opt_level)
