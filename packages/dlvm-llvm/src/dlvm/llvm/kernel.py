@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir as ll
 
 from dlvm.ir import BuiltinRef, Function, Instruction, LiteralValue, Value
-from dlvm.ir.core import ScalarLiteral
+from dlvm.ir.core import KeywordLiteral, ScalarLiteral
 from dlvm.ir.types import TensorType, Type
 
 from .emit import add, alloca, for_range, gep, i32, i64, is_const, mul
@@ -48,6 +48,19 @@ def combinator_name(inst: Instruction) -> str:
         return "add"
     comb = inst.combinator
     return comb.name if isinstance(comb, BuiltinRef) else comb
+
+
+def direct_operands(inst: Instruction) -> list[Value]:
+    """The operands an instruction names itself (a tensor literal is one operand, not its
+    elements); a builtin's are its arguments."""
+    if inst.opcode == "builtin":
+        return list(inst.args)
+    out: list[Value] = []
+    for f in inst.op.value_fields:
+        v = inst.fields.get(f)
+        if isinstance(v, Value):
+            out.append(v)
+    return out
 
 
 def rule_of(inst: Instruction) -> object:
@@ -75,7 +88,8 @@ def lower_single(fl: FunctionLowering, inst: Instruction) -> ll.Value:
         from .fallback import lower_fallback
 
         return lower_fallback(fl, inst)  # type: ignore[return-value]
-    inputs = {v: v for v in dict.fromkeys(inst.operands) if not isinstance(v, LiteralValue)}
+    inputs = {v: v for v in dict.fromkeys(direct_operands(inst))
+              if not isinstance(v, LiteralValue)}
     region = Region(fl, [inst], fl.type, inputs, [inst])
     return region.lower()[0]
 
@@ -143,6 +157,15 @@ class Region:
         self.outputs = outputs
         self.dims: dict[Value, list[ll.Value]] = {}
         self.members = set(insts)
+        self.given: dict[Value, ll.Value] = {}  # values an earlier part computed
+
+    def input_tensor(self, v: Value) -> Tensor:
+        if v in self.given:
+            return Tensor(self.b, self.given[v], self.ttype(v))
+        if isinstance(v, LiteralValue):
+            return Tensor(self.b, self.fl.value(v), self.ttype(v))
+        caller = self.inputs[v]
+        return Tensor(self.b, self.fl.value(caller), self.fl.tensor_type(caller))
 
     # ------------------------------------------------------------ sizes
 
@@ -158,9 +181,8 @@ class Region:
         t = self.ttype(v)
         if isinstance(v, LiteralValue) or t.rank == 0:
             dims = [i64(d) for d in t.shape]  # literals have static types
-        elif v in self.inputs:
-            dims = Tensor(self.b, self.fl.value(self.inputs[v]), self.fl.tensor_type(
-                self.inputs[v])).dims
+        elif v in self.inputs or v in self.given:
+            dims = self.input_tensor(v).dims
             dims = [i64(s) if s is not None else d for s, d in zip(t.shape, dims, strict=True)]
         else:
             dims = self.instruction_dims(v)  # type: ignore[arg-type]
@@ -177,17 +199,16 @@ class Region:
             like = self.value_dims(inst.like)
             self.check_unbroadcast(inst, like)
             return [i64(s) if s is not None else d for s, d in zip(t.shape, like, strict=True)]
-        operands = [v for v in inst.operands if self.ttype(v).rank == t.rank]
+        operands = [v for v in direct_operands(inst) if self.ttype(v).rank == t.rank]
         out: list[ll.Value] = []
         for k, s in enumerate(t.shape):
             sizes = [self.value_dims(v)[k] for v in operands]
-            if s is not None and all(is_const(d) for d in sizes):
-                out.append(i64(s))
-                continue
             d = sizes[0]
-            for other in sizes[1:]:
+            for other in sizes[1:]:  # (the declared type may have a size that these break)
                 self.check_broadcast(inst, d, other, k)
                 d = self.broadcast(d, other)
+            if s is not None and not (is_const(d) and d.constant == s):
+                self.check_broadcast(inst, d, i64(s), k)
             out.append(i64(s) if s is not None else d)
         return out
 
@@ -264,17 +285,31 @@ class Region:
 
     # ------------------------------------------------------------ lowering
 
+    def after_reductions(self) -> set[Instruction]:
+        """The instructions that use a reduction of the region (directly or not): they run
+        after the loop that computes it."""
+        later: set[Instruction] = set()
+        for inst in self.insts:
+            for v in direct_operands(inst):
+                if v in later or (v in self.members and v.opcode in REDUCTIONS):  # type: ignore[attr-defined]
+                    later.add(inst)
+                    break
+        return later
+
     def lower(self) -> list[ll.Value]:
+        later = self.after_reductions()
+        if later:
+            return self.lower_in_two(later)
         if self.rank == 0:
             return self.lower_scalar()
-        fl, b = self.fl, self.b
+        fl = self.fl
         space = self.iteration_space()
         reads: dict[Value, Access] = {}
         for v in self.region_operands():
             t = self.ttype(v)
-            if t.rank == self.rank and not isinstance(v, LiteralValue):
-                caller = Tensor(b, fl.value(self.inputs[v]), fl.tensor_type(self.inputs[v]))
-                reads[v] = Access(caller.data, self.broadcast_strides(self.value_dims(v)), t)
+            if t.rank == self.rank and not is_splat(v):  # (a tensor literal: a constant)
+                reads[v] = Access(self.input_tensor(v).data,
+                                  self.broadcast_strides(self.value_dims(v)), t)
         writes: dict[Value, Access] = {}
         results: dict[Value, ll.Value] = {}
         reused: list[tuple[Value, ll.Value]] = []
@@ -307,16 +342,37 @@ class Region:
             if v in results:
                 out_values.append(results[v])
             else:  # an input passed straight through
-                caller = self.inputs.get(v, v)
-                value = fl.value(caller)
-                fl.retain(value, fl.type(caller))
+                value = self.scalar_operand(v) if self.ttype(v).rank == 0 else \
+                    self.input_tensor(v).value
+                fl.retain(value, self.ttype(v))
                 out_values.append(value)
         return out_values
+
+    def lower_in_two(self, later: set[Instruction]) -> list[ll.Value]:
+        """A region whose instructions use its own reductions: the part before them, then the
+        rest (another region) with what the first part computed as its inputs."""
+        fl = self.fl
+        first = [i for i in self.insts if i not in later]
+        second = [i for i in self.insts if i in later]
+        needed = list(dict.fromkeys(
+            [v for i in second for v in direct_operands(i) if v in set(first)] +
+            [o for o in self.outputs if o in set(first)]))
+        head = Region(fl, first, self.type_of, self.inputs, needed)
+        head.given = self.given
+        computed = dict(zip(needed, head.lower(), strict=True))
+        tail = Region(fl, second, self.type_of, self.inputs, [
+            o for o in self.outputs if o not in computed])
+        tail.given = {**self.given, **computed}
+        tail_values = dict(zip(tail.outputs, tail.lower(), strict=True))
+        for v, value in computed.items():  # intermediates only the second part needed
+            if v not in self.outputs:
+                fl.release(value, self.ttype(v))
+        return [computed[o] if o in computed else tail_values[o] for o in self.outputs]
 
     def region_operands(self) -> list[Value]:
         seen: dict[Value, None] = {}
         for inst in self.insts:
-            for v in inst.operands:
+            for v in direct_operands(inst):
                 if v not in self.members:
                     seen[v] = None
         return list(seen)
@@ -355,7 +411,7 @@ class Region:
             return None
         dying = self.fl.dying(self.fl.current) if self.fl.current is not None else set()
         for v, caller in self.inputs.items():
-            if caller in self.taken_inputs or caller not in dying:
+            if v in self.given or caller in self.taken_inputs or caller not in dying:
                 continue
             if not self.fl.own.is_owned(caller):
                 continue
@@ -418,6 +474,8 @@ class Region:
         return out
 
     def scalar_operand(self, v: Value) -> ll.Value:
+        if v in self.given:
+            return self.given[v]
         if isinstance(v, LiteralValue):
             return self.fl.value(v)
         return self.fl.value(self.inputs.get(v, v))
@@ -441,7 +499,7 @@ class Region:
                 start = get(inst.init) if inst.opcode == "reduce" else ll.Constant(x.type, 0)
                 env[inst] = combine(emitter, combinator_name(inst), start, x, False)
                 continue
-            env[inst] = rule_of(inst)(emitter, inst, [get(v) for v in inst.operands])
+            env[inst] = rule_of(inst)(emitter, inst, [get(v) for v in direct_operands(inst)])
         for site, cond in emitter.flags:
             with b.if_then(cond, likely=False):
                 fl.rt.fail(b, fl.ctx, site)
@@ -450,8 +508,7 @@ class Region:
             if v in env:
                 outs.append(env[v])
             else:
-                caller = self.inputs.get(v, v)
-                outs.append(fl.value(caller))
+                outs.append(self.scalar_operand(v))
         return outs
 
     def emitter(self, b: ll.IRBuilder) -> ScalarEmitter:
@@ -508,6 +565,13 @@ class Region:
         if not hasattr(self, "_taken"):
             self._taken: set[Value] = set()
         return self._taken
+
+
+def is_splat(v: Value) -> bool:
+    """A literal of one value everywhere (`1.0: <3 x f32>`, `zero: T`): a constant in the
+    loop body rather than a buffer to read."""
+    return isinstance(v, LiteralValue) and (isinstance(v.literal, ScalarLiteral) or (
+        isinstance(v.literal, KeywordLiteral) and v.literal.keyword != "null"))
 
 
 def result_slot_of(fl: FunctionLowering, t: ll.Type) -> ll.Value:
@@ -676,7 +740,7 @@ class LoopFunction:
             for inst in region.insts:
                 if inst.opcode in REDUCTIONS:
                     continue
-                env[inst] = rule_of(inst)(emitter, inst, [get(v) for v in inst.operands])
+                env[inst] = rule_of(inst)(emitter, inst, [get(v) for v in direct_operands(inst)])
             for v, a in writes.items():
                 aid = access_ids[id(a)]
                 store(get(v), gep(b, element_type(a.dtype_type.dtype), inner(a.data),
@@ -713,8 +777,8 @@ class LoopFunction:
 
         def literal_scalar(v: LiteralValue) -> ll.Value:
             t = region.ttype(v)
-            assert isinstance(v.literal, ScalarLiteral), "tensor literals reach kernels as inputs"
-            return scalar_constant(t, v.literal.value)
+            lit = v.literal
+            return scalar_constant(t, lit.value if isinstance(lit, ScalarLiteral) else 0)
 
         all_accesses = [*reads.values(), *writes.values(), *(x.access for x in accumulators)]
         access_ids = {id(a): k for k, a in enumerate(all_accesses)}
