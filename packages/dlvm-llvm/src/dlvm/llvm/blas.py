@@ -5,8 +5,10 @@ AArch64 generation (DYNAMIC_ARCH) with a 64-bit integer interface and prefixed s
 (`scipy_cblas_sgemm64_`). Using the library numpy has loaded means one BLAS and one thread
 pool in the process: no second copy, no oversubscription between numpy and DLVM.
 
-Compiled code calls `dlvm_sgemm` / `dlvm_dgemm` (CBLAS row-major signatures with i64 sizes);
-`register_symbols` points those names at the library before code is loaded. Where numpy
+Compiled code calls `dlvm_sgemm`, `dlvm_dgemm` and, for a product with a single row or
+column, `dlvm_sgemv` / `dlvm_dgemv` (CBLAS row-major signatures with i64 sizes; OpenBLAS's
+gemm is several times slower than its gemv on one row); `register_symbols` points those
+names at the library before code is loaded. Where numpy
 brings no such library (a numpy built against another BLAS), `dot` runs a generated loop
 nest, and `available()` says so.
 """
@@ -29,6 +31,8 @@ class Blas:
     path: str
     sgemm: int
     dgemm: int
+    sgemv: int
+    dgemv: int
     set_threads: ctypes._CFuncPtr | None  # type: ignore[name-defined]
     get_threads: ctypes._CFuncPtr | None  # type: ignore[name-defined]
 
@@ -53,8 +57,8 @@ def find() -> Blas | None:
             continue
         for prefix, suffix in (("scipy_", "64_"), ("", "64_"), ("", "")):
             try:
-                sgemm = getattr(lib, f"{prefix}cblas_sgemm{suffix}")
-                dgemm = getattr(lib, f"{prefix}cblas_dgemm{suffix}")
+                routines = [getattr(lib, f"{prefix}cblas_{r}{suffix}")
+                            for r in ("sgemm", "dgemm", "sgemv", "dgemv")]
             except AttributeError:
                 continue
             set_threads = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
@@ -63,8 +67,9 @@ def find() -> Blas | None:
                 get_threads.restype = ctypes.c_int
             if set_threads is not None:
                 set_threads.argtypes = [ctypes.c_int]
-            return Blas(path, ctypes.cast(sgemm, ctypes.c_void_p).value or 0,
-                        ctypes.cast(dgemm, ctypes.c_void_p).value or 0, set_threads, get_threads)
+            sgemm, dgemm, sgemv, dgemv = (ctypes.cast(r, ctypes.c_void_p).value or 0
+                                          for r in routines)
+            return Blas(path, sgemm, dgemm, sgemv, dgemv, set_threads, get_threads)
     return None
 
 
@@ -77,8 +82,8 @@ def register_symbols() -> bool:
     blas = find()
     if blas is None:
         return False
-    llvm.add_symbol("dlvm_sgemm", blas.sgemm)
-    llvm.add_symbol("dlvm_dgemm", blas.dgemm)
+    for name in ("sgemm", "dgemm", "sgemv", "dgemv"):
+        llvm.add_symbol(f"dlvm_{name}", getattr(blas, name))
     return True
 
 

@@ -2,15 +2,14 @@
 
     i32 @dlvm.entry.N(ptr ctx, ptr args, ptr results)
 
-`args` and `results` are arrays of 8-byte slots, filled and read by Python. A function's
-arguments and result are flattened (tuples depth-first) into *leaves*, each a tensor:
+Each argument is flattened (tuples depth-first) into *leaves*, each a numpy array (0-d for
+a scalar), passed as the array object itself: the entry function reads the address of its
+elements and its sizes from the object (`arrays.py`). `results` is an array of 8-byte slots
+that Python reads: a scalar takes one slot, holding the value in its own type (a bool as a
+byte); a tensor of rank r its buffer, the address of its elements, and its r sizes.
 
-- a scalar takes one slot, holding the value in its own type (a bool as a byte);
-- a tensor of rank r takes, in `args`, the address of its elements and its r sizes; in
-  `results`, its buffer, the address of its elements and its r sizes.
-
-The entry function wraps caller arrays as tensors it does not own (so it never frees or
-updates them in place), calls the function, and on success writes the result out; Python
+The entry function wraps the caller's arrays as tensors it does not own (so it never frees
+or updates them in place), calls the function, and on success writes the result out; Python
 then owns the result's buffers. Only tensors (and tuples of them) cross the boundary.
 """
 
@@ -22,7 +21,8 @@ from llvmlite import ir as ll
 
 from dlvm.ir.types import ArrayType, TensorType, TupleType, Type
 
-from .emit import alloca, gep, i32, i64
+from . import arrays
+from .emit import alloca, byte_offset, gep, i32, i64
 from .function import CompileError, CompileUnit, make_tensor
 from .layout import I1, I8, I32, I64, PTR, scalar_type
 from .runtime import CTX_DEPTH, CTX_SITE
@@ -78,9 +78,11 @@ def build_entry(unit: CompileUnit, spec: Spec) -> EntryABI:
     args, arg_slots = layout_leaves([x for ts in arg_types for x in ts], result=False)
     results, result_slots = layout_leaves(result_types, result=True)
     symbol = unit.fresh(f"dlvm.entry.{unit.llmod.name}")
-    entry = ll.Function(unit.llmod, ll.FunctionType(I32, [PTR, PTR, PTR]), symbol)
+    offsets = arrays.layout()
+    entry = ll.Function(unit.llmod, ll.FunctionType(I32, [PTR, PTR] + [PTR] * len(args)),
+                        symbol)
     b = ll.IRBuilder(entry.append_basic_block("entry"))
-    ctx, arg_ptr, result_ptr = entry.args
+    ctx, result_ptr, *objects = entry.args
     b.store(i64(0), unit.rt.slot(b, ctx, CTX_DEPTH))
     b.store(i64(0), unit.rt.slot(b, ctx, CTX_SITE))
     leaves = iter(args)
@@ -89,14 +91,14 @@ def build_entry(unit: CompileUnit, spec: Spec) -> EntryABI:
         t = module.resolve(t)
         if isinstance(t, TensorType):
             leaf = next(leaves)
-            slot = gep(b, I64, arg_ptr, i64(leaf.slot))
+            obj = objects[args.index(leaf)]
+            data = b.load(byte_offset(b, obj, offsets.data), typ=PTR)
             if t.rank == 0:
                 st = scalar_type(t.dtype)
-                v = b.load(slot, typ=I8 if st == I1 else st)
+                v = b.load(data, typ=I8 if st == I1 else st)
                 return b.trunc(v, I1) if st == I1 else v
-            data = b.load(slot, typ=PTR)
-            dims = [i64(d) if d is not None else
-                    b.load(gep(b, I64, arg_ptr, i64(leaf.slot + 1 + k)), typ=I64)
+            sizes = b.load(byte_offset(b, obj, offsets.dims), typ=PTR)
+            dims = [i64(d) if d is not None else b.load(gep(b, I64, sizes, i64(k)), typ=I64)
                     for k, d in enumerate(leaf.type.shape)]
             return make_tensor(b, unit.rt.external, data, dims)
         lt = unit.layout.lower(t)

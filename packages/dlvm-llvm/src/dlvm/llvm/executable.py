@@ -27,7 +27,7 @@ import dlvm.ir as ir
 from dlvm.ir.runtime import ExecutionError, convert_argument, numpy_dtype
 from dlvm.ir.types import ArrayType, TensorType, TupleType, Type
 
-from . import blas, jit
+from . import arrays, blas, jit
 from .entry import EntryABI, Leaf, build_entry
 from .function import CompileUnit, ErrorSite
 from .layout import Layout
@@ -36,7 +36,6 @@ from .runtime import CTX_GLOBALS, CTX_PARAMS, CTX_RNG, CTX_SITE, CTX_SLOTS, CTX_
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _free = _libc.free
 _free.argtypes = [ctypes.c_void_p]
-_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _HELPER1 = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _HELPER2 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -73,7 +72,7 @@ class NativeFunction:
     abi: EntryABI
     sites: list[ErrorSite]
     type_names: list[str]
-    entry: Callable[..., int]
+    address: int
     release: Callable[..., None]
     arg_dtypes: list[np.dtype[Any]] = field(default_factory=list)
     result_dtypes: list[np.dtype[Any]] = field(default_factory=list)
@@ -82,22 +81,15 @@ class NativeFunction:
         self.arg_dtypes = [np.dtype(numpy_dtype(leaf.type.dtype)) for leaf in self.abi.args]
         self.result_dtypes = [np.dtype(numpy_dtype(leaf.type.dtype))
                               for leaf in self.abi.results]
+        signature = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
+                                     *[ctypes.py_object] * len(self.abi.args))
+        self.entry = signature(self.address)
 
     def __call__(self, ctx: Context, leaves: list[np.ndarray]) -> list[np.ndarray]:
-        args = np.zeros(max(self.abi.arg_slots, 1), np.int64)
-        keep = []
-        for leaf, value, dtype in zip(self.abi.args, leaves, self.arg_dtypes, strict=True):
-            if leaf.type.rank == 0:
-                args[leaf.slot:leaf.slot + 1].view(np.uint8)[:dtype.itemsize] = \
-                    np.asarray(value, dtype).reshape(1).view(np.uint8)
-            else:
-                arr = value if value.flags.c_contiguous else np.ascontiguousarray(value)
-                keep.append(arr)
-                args[leaf.slot] = arr.__array_interface__["data"][0]
-                args[leaf.slot + 1:leaf.slot + 1 + arr.ndim] = arr.shape
-        results = np.zeros(max(self.abi.result_slots, 1), np.int64)
-        status = self.entry(ctx.address, args.ctypes.data, results.ctypes.data)
-        del keep
+        """Call with the arguments' arrays (C-contiguous, of the right dtypes: the caller
+        converts them)."""
+        results, address = ctx.results(self.abi.result_slots)
+        status = self.entry(ctx.address, address, *leaves)
         if status:
             raise ExecutionError(ctx.error(self))
         return self.wrap(ctx, results)
@@ -106,17 +98,18 @@ class NativeFunction:
         out: list[np.ndarray] = []
         owners: dict[int, _Owner] = {}
         counts: dict[int, int] = {}
-        for leaf in self.abi.results:
+        leaves = self.abi.results
+        for leaf in leaves:
             if leaf.type.rank:
                 buf = int(results[leaf.slot])
                 counts[buf] = counts.get(buf, 0) + 1
-        for leaf, dtype in zip(self.abi.results, self.result_dtypes, strict=True):
+        for leaf, dtype in zip(leaves, self.result_dtypes, strict=True):
             if leaf.type.rank == 0:
                 raw = results[leaf.slot:leaf.slot + 1].view(np.uint8)[:dtype.itemsize]
                 out.append(raw.view(dtype).reshape(()).copy())
                 continue
             buf, data = int(results[leaf.slot]), int(results[leaf.slot + 1])
-            shape = tuple(int(d) for d in results[leaf.slot + 2:leaf.slot + 2 + leaf.type.rank])
+            shape = tuple(results[leaf.slot + 2:leaf.slot + 2 + leaf.type.rank].tolist())
             if not buf:  # a value that was never defined
                 out.append(np.zeros(shape, dtype))
                 continue
@@ -147,6 +140,15 @@ class Context:
         self.memory[CTX_GLOBALS] = executable.globals_table.ctypes.data
         self.memory[CTX_RNG] = executable.rng_id
         self.executable = weakref.ref(executable)
+        self._results = np.zeros(64, np.int64)
+        self._results_address = self._results.ctypes.data
+
+    def results(self, slots: int) -> tuple[np.ndarray, int]:
+        """The slots a call writes its results to (reused: calls on a context are serial)."""
+        if slots > len(self._results):
+            self._results = np.zeros(2 * slots, np.int64)
+            self._results_address = self._results.ctypes.data
+        return self._results, self._results_address
 
     def error(self, fn: NativeFunction) -> str:
         from .fallback import PYTHON_ERROR
@@ -176,6 +178,8 @@ class LLVMExecutable(ir.Executable):
         self.engine = jit.Engine()
         self.text = ir.print_module(module)
         self.builds: dict[tuple[str, tuple[Any, ...]], NativeFunction] = {}
+        # the argument dtypes of functions whose arguments are all tensors (the fast path)
+        self.fast: dict[str, list[np.dtype[Any]]] = {}
         self.per_function: dict[str, int] = {}
         self.lock = threading.Lock()
         self.local = threading.local()
@@ -200,6 +204,15 @@ class LLVMExecutable(ir.Executable):
     # ------------------------------------------------------------ calling
 
     def call(self, name: str, *args: Any) -> tuple[np.ndarray, ...]:
+        ctx = self.context()
+        dtypes = self.fast.get(name)
+        if dtypes is not None and len(args) == len(dtypes) and all(
+                type(a) is np.ndarray and a.dtype is d and a.flags.c_contiguous
+                for a, d in zip(args, dtypes, strict=True)):
+            # arrays of the right dtypes, contiguous, of shapes seen before: straight in
+            native = self.builds.get((name, tuple(a.shape for a in args)))
+            if native is not None:
+                return tuple(native(ctx, list(args)))
         name = name.removeprefix("@")
         fn = self.module.function(name)
         if fn is None or not fn.blocks:
@@ -210,9 +223,10 @@ class LLVMExecutable(ir.Executable):
                                  f"{len(args)} given")
         leaves: list[np.ndarray] = []
         for k, (a, t) in enumerate(zip(args, ftype.arguments, strict=True)):
-            leaves.extend(self.convert(a, t, f"argument {k}"))
+            leaves.extend(np.ascontiguousarray(x) for x in self.convert(a, t, f"argument {k}"))
         native = self.build(fn, leaves)
-        ctx = self.context()
+        if all(isinstance(self.module.resolve(t), TensorType) for t in ftype.arguments):
+            self.fast[name] = [x.dtype for x in leaves]
         return tuple(native(ctx, leaves))
 
     def convert(self, value: Any, t: Type, what: str) -> list[np.ndarray]:
@@ -282,7 +296,8 @@ class LLVMExecutable(ir.Executable):
         name = fn.name or ""
         signature = ", ".join(map(str, arg_types)) if arg_types is not None else "generic"
         key = jit.cache_key(self.text, name, signature, f"threads={self.threads}",
-                            f"opt={self.opt_level}", f"blas={blas.available()}")
+                            f"opt={self.opt_level}", f"blas={blas.available()}",
+                            f"arrays={arrays.layout()}")
         found = self.disk.get(key) if self.disk is not None else None
         if found is not None:
             obj, info = found
@@ -312,12 +327,12 @@ class LLVMExecutable(ir.Executable):
             base = self.engine.ee.get_global_value_address(helpers["fallback_base"])
             ctypes.c_int64.from_address(base).value = len(self.fallbacks)
             self.fallbacks.extend(self.instruction_at(*where) for where in fallbacks)
-        entry = _ENTRY(self.engine.address(abi.symbol))
         release = _HELPER2(self.engine.address(helpers["release"]))
         if self.ctx_free is None:
             self.ctx_free = _HELPER1(self.engine.address(helpers["ctx_free"]))
             weakref.finalize(self, _free_contexts, self.ctx_free, self.contexts)
-        return NativeFunction(name, abi, sites, type_names, entry, release)
+        return NativeFunction(name, abi, sites, type_names, self.engine.address(abi.symbol),
+                              release)
 
     def instruction_at(self, function: str, block: int, index: int) -> ir.Instruction:
         fn = self.module.function(function)

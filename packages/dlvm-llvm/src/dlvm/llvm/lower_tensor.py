@@ -340,18 +340,41 @@ def gemm(fl: FunctionLowering, t: TensorType, a: ll.Value, ta: bool, c: ll.Value
     lda = at_least_one(m if ta else k)
     ldc = at_least_one(k if tc else n)
     ldo = at_least_one(n)
+    gemv = declare(fl.unit.llmod, "dlvm_dgemv" if double else "dlvm_sgemv", ll.VoidType(),
+                   [I32, I32, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64])
+    one, zero = ll.Constant(ft, 1.0), ll.Constant(ft, 0.0)
+    row_major = ll.Constant(I32, blas.ROW_MAJOR)
+
+    def flag(transposed: bool) -> ll.Constant:
+        return ll.Constant(I32, blas.TRANS if transposed else blas.NO_TRANS)
+
+    def vector_product() -> None:
+        """A single row (or column) of output: a matrix-vector product, y = A·x, with the
+        vector contiguous in every case."""
+        with b.if_else(b.icmp_signed("==", m, i64(1))) as (row, column):
+            with row:  # out = a·op(c) = op(c)ᵀ·a, c stored k×n (n×k when transposed)
+                rows, cols = (n, k) if tc else (k, n)
+                b.call(gemv, [row_major, flag(not tc), rows, cols, one, c, at_least_one(cols),
+                              a, i64(1), zero, out, i64(1)])
+            with column:  # out = op(a)·c, a stored m×k (k×m when transposed)
+                rows, cols = (k, m) if ta else (m, k)
+                b.call(gemv, [row_major, flag(ta), rows, cols, one, a, at_least_one(cols),
+                              c, i64(1), zero, out, i64(1)])
+
     nonempty = b.and_(b.icmp_signed(">", m, i64(0)), b.icmp_signed(">", n, i64(0)))
-    with b.if_then(nonempty), b.if_else(b.icmp_signed("==", k, i64(0))) as (zero, work):
-        with zero:
+    with b.if_then(nonempty), b.if_else(b.icmp_signed("==", k, i64(0))) as (empty, work):
+        with empty:
             from .emit import memset
 
             memset(b, out, 0, mul(b, mul(b, m, n), i64(element_size(t.dtype))))
         with work:
-            b.call(fn, [ll.Constant(I32, blas.ROW_MAJOR),
-                        ll.Constant(I32, blas.TRANS if ta else blas.NO_TRANS),
-                        ll.Constant(I32, blas.TRANS if tc else blas.NO_TRANS),
-                        m, n, k, ll.Constant(ft, 1.0), a, lda, c, ldc, ll.Constant(ft, 0.0),
-                        out, ldo])
+            vector = b.or_(b.icmp_signed("==", m, i64(1)), b.icmp_signed("==", n, i64(1)))
+            with b.if_else(vector) as (one_row, matrix):
+                with one_row:
+                    vector_product()
+                with matrix:
+                    b.call(fn, [row_major, flag(ta), flag(tc), m, n, k, one, a, lda, c, ldc,
+                                zero, out, ldo])
 
 
 def gemm_loops(fl: FunctionLowering, t: TensorType, a: ll.Value, ta: bool, c: ll.Value,
