@@ -21,9 +21,11 @@ from .reverse import DifferentiationError, ReverseBuilder
 from .rules import load_builtin_rules
 
 
-def _same_declaration(a: DerivativeDecl, b: DerivativeDecl) -> bool:
-    return (a.kind, a.of, a.from_index, a.wrt, tuple(a.keeping), a.seedable) == \
-        (b.kind, b.of, b.from_index, b.wrt, tuple(b.keeping), b.seedable)
+def _declaration_key(d: DerivativeDecl) -> tuple[object, ...]:
+    """Equal for declarations of the same derivative (a `wrt` list, which a caller may have
+    written, equals only a list, as when the fields are compared)."""
+    wrt = ("list", *d.wrt) if isinstance(d.wrt, list) else d.wrt
+    return (d.kind, d.of, d.from_index, wrt, tuple(d.keeping), d.seedable)
 
 
 class Generator:
@@ -37,6 +39,11 @@ class Generator:
         self.generated = 0
         self.tape_values = 0
         self.derived: dict[Function, DerivativeDecl] = {}
+        # the first function of the module declaring each derivative (pending or generated),
+        # and the names taken: kept up to date once needed, since a module differentiating
+        # many calls would otherwise scan its functions for each
+        self.declared: dict[tuple[object, ...], Function] | None = None
+        self.names: set[str | None] | None = None
 
     def run(self) -> int:
         for fn in self.module.functions:
@@ -74,12 +81,17 @@ class Generator:
 
     def declare(self, decl: DerivativeDecl, suffix: str) -> Function:
         """The function for `decl`: an equal existing declaration, or a new one."""
-        for fn in self.module.functions:
-            other = fn.declaration
-            if isinstance(other, DerivativeDecl) and _same_declaration(other, decl):
-                return fn
-            if fn in self.derived and _same_declaration(self.derived[fn], decl):
-                return fn
+        if self.declared is None:
+            self.declared = {}
+            for fn in self.module.functions:
+                other = fn.declaration
+                known = other if isinstance(other, DerivativeDecl) else self.derived.get(fn)
+                if known is not None:
+                    self.declared.setdefault(_declaration_key(known), fn)
+        key = _declaration_key(decl)
+        found = self.declared.get(key)
+        if found is not None:
+            return found
         of = decl.of
         assert isinstance(of, Function)
         ftype = gradient_type(decl, of.type_, self.module)
@@ -88,15 +100,19 @@ class Generator:
         # shared (CSE) and the adjoints nobody reads be dropped (DCE)
         fn = Function(name, ftype, declaration=decl, attributes=("inline",))
         self.module.add_function(fn)
+        self.declared[key] = fn
         self.worklist.append(fn)
         return fn
 
     def unique_name(self, base: str) -> str:
-        taken = {fn.name for fn in self.module.functions} | {g.name for g in self.module.globals}
+        if self.names is None:
+            self.names = {fn.name for fn in self.module.functions}
+            self.names |= {g.name for g in self.module.globals}
         name, k = base, 1
-        while name in taken:
+        while name in self.names:
             k += 1
             name = f"{base}{k}"
+        self.names.add(name)
         return name
 
     def callee(self, inst: Instruction) -> Function:

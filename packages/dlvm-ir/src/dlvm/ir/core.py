@@ -9,7 +9,7 @@ an instruction's layout to rewrite its uses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -170,6 +170,36 @@ def _walk(obj: Any) -> Iterator[Value]:
         yield from _walk(obj.args)
 
 
+def _collect(obj: Any, out: list[Value]) -> None:
+    """`out` extended by `_walk(obj)`, without a generator per value (the hot path)."""
+    if isinstance(obj, Value):
+        out.append(obj)
+        if isinstance(obj, LiteralValue) and not isinstance(
+                obj.literal, ScalarLiteral | KeywordLiteral):
+            out.extend(obj.literal.values())
+    elif isinstance(obj, list | tuple):
+        for x in obj:
+            _collect(x, out)
+    elif isinstance(obj, BranchTarget):
+        for x in obj.args:
+            _collect(x, out)
+
+
+def _mentions(obj: Any, mapping: dict[Value, Value]) -> bool:
+    """Whether a value in `obj` other than a literal is a key of `mapping` (values nested
+    in literals included), found without building the operand list."""
+    if isinstance(obj, LiteralValue):
+        return not isinstance(obj.literal, ScalarLiteral | KeywordLiteral) and any(
+            not isinstance(v, LiteralValue) and v in mapping for v in obj.literal.values())
+    if isinstance(obj, Value):
+        return obj in mapping
+    if isinstance(obj, list | tuple):
+        return any(_mentions(x, mapping) for x in obj)
+    if isinstance(obj, BranchTarget):
+        return any(_mentions(x, mapping) for x in obj.args)
+    return False
+
+
 def _map(obj: Any, fn: Callable[[Value], Value]) -> Any:
     """`obj` with every value mapped through `fn`; the same object when nothing changed."""
     if isinstance(obj, LiteralValue):
@@ -193,7 +223,215 @@ def _map(obj: Any, fn: Callable[[Value], Value]) -> Any:
     return obj
 
 
+# ---------------------------------------------------------------- positions
+
+
+class IndexedList(list):  # type: ignore[type-arg]
+    """A list that finds the position of an item by identity in about O(√n), not O(n).
+
+    Blocks hold their instructions, and functions their blocks, in one of these, so that
+    `inst.index()`, `block.remove(inst)` and inserting before an instruction stay cheap in
+    blocks of 100,000 instructions, where a pass may do each thousands of times. It is a
+    plain list to everything that reads it. Positions are cached and, after an insertion or
+    a deletion in the middle, corrected by replaying the short log of such edits since the
+    cache was built; the log is dropped (and the cache rebuilt on the next question) once it
+    is as long as √n. A cached answer is always checked by identity, so a change the list
+    did not see (none is known) costs a rebuild, never a wrong position. Items are compared
+    by identity, as `==` does for instructions and blocks; a list holding an item twice
+    answers as `list.index` does, by search.
+    """
+
+    __slots__ = ("_log", "_pos", "_stamp")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> IndexedList:
+        self = super().__new__(cls, *args, **kwargs)
+        self._pos: dict[Any, int] | None = None  # item → position, when the log is replayed
+        self._stamp: dict[Any, int] = {}  # item → log length when its position was noted
+        self._log: list[int] = []  # 2·i for an insertion at i, 2·i + 1 for a deletion at i
+        return self
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__(items)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pos, self._stamp, self._log = None, {}, []
+
+    def _rebuild(self) -> bool:
+        """Note every item's position; False when an item occurs twice."""
+        n = len(self)
+        pos = dict(zip(self, range(n), strict=True))  # an item held twice: fewer keys
+        if len(pos) != n:
+            self._reset()
+            return False
+        self._pos, self._stamp, self._log = pos, {}, []
+        return True
+
+    def _edit(self, code: int) -> None:
+        log = self._log
+        log.append(code)
+        if len(log) * len(log) > len(self) and len(log) > 16:
+            self._reset()
+
+    def _note(self, item: Any, i: int) -> None:
+        """`item` now sits at `i` (after the edits logged so far)."""
+        pos = self._pos
+        if pos is None:
+            return
+        if item in pos:  # held twice (or its old place is unknown): rebuild when asked
+            self._reset()
+            return
+        pos[item] = i
+        self._stamp[item] = len(self._log)
+
+    def _forget(self, item: Any) -> None:
+        if self._pos is not None:
+            self._pos.pop(item, None)
+
+    def _find(self, item: Any) -> int | None:
+        """`item`'s cached position replayed through the later edits, if it checks out."""
+        pos = self._pos
+        if pos is None:
+            return None
+        p = pos.get(item)
+        if p is None:
+            return None
+        log = self._log
+        stamp = self._stamp.get(item, 0)
+        for k in range(stamp, len(log)):
+            code = log[k]
+            at = code >> 1
+            if code & 1:  # a deletion
+                if p > at:
+                    p -= 1
+                elif p == at:
+                    return None
+            elif p >= at:
+                p += 1
+        if p < len(self) and self[p] is item:
+            if len(log) - stamp > 4:
+                pos[item] = p
+                self._stamp[item] = len(log)
+            return p
+        return None
+
+    def index(self, item: Any, *bounds: Any) -> int:
+        if not bounds:
+            p = self._find(item)
+            if p is None and self._rebuild():
+                p = self._find(item)
+            if p is not None:
+                return p
+        return list.index(self, item, *bounds)
+
+    def insert(self, index: Any, item: Any) -> None:
+        n = len(self)
+        i = index.__index__()
+        i = max(i + n, 0) if i < 0 else min(i, n)
+        list.insert(self, i, item)
+        if self._pos is not None:
+            if i < n:
+                self._edit(2 * i)
+            self._note(item, i)
+
+    def append(self, item: Any) -> None:
+        list.append(self, item)
+        self._note(item, len(self) - 1)
+
+    def extend(self, items: Any) -> None:
+        start = len(self)
+        list.extend(self, items)
+        if self._pos is not None:
+            for i in range(start, len(self)):
+                self._note(self[i], i)
+
+    def __iadd__(self, items: Any) -> IndexedList:
+        self.extend(items)
+        return self
+
+    def __delitem__(self, index: Any) -> None:
+        if isinstance(index, slice):
+            list.__delitem__(self, index)
+            self._reset()
+            return
+        n = len(self)
+        i = index.__index__()
+        item = self[i]
+        list.__delitem__(self, i)
+        if self._pos is not None:
+            self._forget(item)
+            i = i + n if i < 0 else i
+            if i < n - 1:
+                self._edit(2 * i + 1)
+
+    def pop(self, index: Any = -1) -> Any:
+        n = len(self)
+        item = list.pop(self, index)
+        if self._pos is not None:
+            i = index.__index__()
+            i = i + n if i < 0 else i
+            self._forget(item)
+            if i < n - 1:
+                self._edit(2 * i + 1)
+        return item
+
+    def remove(self, item: Any) -> None:
+        try:
+            i = self.index(item)
+        except ValueError:
+            raise ValueError("list.remove(x): x not in list") from None
+        del self[i]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if isinstance(index, slice) or self._pos is None:
+            list.__setitem__(self, index, value)
+            self._reset()
+            return
+        n = len(self)
+        i = index.__index__()
+        old = self[i]
+        list.__setitem__(self, i, value)
+        if old is not value:
+            self._forget(old)
+            self._note(value, i + n if i < 0 else i)
+
+    def clear(self) -> None:
+        list.clear(self)
+        self._reset()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        list.sort(self, *args, **kwargs)
+        self._reset()
+
+    def reverse(self) -> None:
+        list.reverse(self)
+        self._reset()
+
+    def __imul__(self, n: Any) -> IndexedList:
+        list.__imul__(self, n)
+        self._reset()
+        return self
+
+    def copy(self) -> list[Any]:
+        return list(self)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (IndexedList, (list(self),))
+
+
 # ---------------------------------------------------------------- instructions
+
+
+def _field_property(key: str) -> property:
+    """`inst.<key>`: the field `key`, or AttributeError when the instruction has none."""
+
+    def get(self: Instruction) -> Any:
+        try:
+            return self.fields[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    return property(get, doc=f"The field '{key}'.")
 
 
 class Instruction(Value):
@@ -216,11 +454,17 @@ class Instruction(Value):
         self.location = location
 
     def __getattr__(self, key: str) -> Any:
-        # Field access by name: `inst.lhs`, `inst.dims`.
+        # Field access by name: `inst.lhs`, `inst.dims`. Python calls this only after the
+        # usual lookup failed, at the price of an exception, so the first access by a
+        # field's name adds a property of that name to the class: the later ones, by type
+        # rules and passes for every instruction, find it directly.
         try:
-            return object.__getattribute__(self, "fields")[key]
+            value = object.__getattribute__(self, "fields")[key]
         except KeyError:
             raise AttributeError(key) from None
+        if not key.startswith("_") and key not in Instruction.__dict__:
+            setattr(Instruction, key, _field_property(key))
+        return value
 
     @property
     def opcode(self) -> str:
@@ -229,7 +473,18 @@ class Instruction(Value):
     @property
     def operands(self) -> list[Value]:
         """Every value this instruction uses, nested ones included, in syntax order."""
-        return [v for f in self.op.value_fields for v in _walk(self.fields.get(f))]
+        out: list[Value] = []
+        fields = self.fields
+        for f in self.op.value_fields:
+            x = fields.get(f)
+            if isinstance(x, Value):  # the common case, without a call
+                out.append(x)
+                if isinstance(x, LiteralValue) and not isinstance(
+                        x.literal, ScalarLiteral | KeywordLiteral):
+                    out.extend(x.literal.values())
+            elif x is not None:
+                _collect(x, out)
+        return out
 
     @property
     def targets(self) -> list[BranchTarget]:
@@ -271,6 +526,17 @@ class Instruction(Value):
         return changed
 
     def replace_uses(self, mapping: dict[Value, Value]) -> bool:
+        """Replace the operands that are keys of `mapping` (not literals, which are values
+        rather than identities, but values nested in them); True if anything changed."""
+        if not mapping:
+            return False
+        fields = self.fields
+        for f in self.op.value_fields:
+            x = fields.get(f)
+            if x is not None and _mentions(x, mapping):
+                break
+        else:
+            return False  # the common case in a sweep: nothing to replace
         return self.map_operands(
             lambda v: v if isinstance(v, LiteralValue) else mapping.get(v, v))
 
@@ -282,6 +548,23 @@ class Instruction(Value):
     def index(self) -> int:
         assert self.block is not None
         return self.block.instructions.index(self)
+
+
+def erase_instructions(insts: Iterable[Instruction]) -> None:
+    """Remove instructions from their blocks, each block's list rebuilt once: erasing k of
+    a block's n instructions one by one costs O(k·n)."""
+    by_block: dict[Block, set[Instruction]] = {}
+    for inst in insts:
+        if inst.block is not None:
+            by_block.setdefault(inst.block, set()).add(inst)
+    for block, gone in by_block.items():
+        if len(gone) == 1:
+            block.remove(next(iter(gone)))
+            continue
+        block.instructions[:] = [i for i in block.instructions if i not in gone]
+        for inst in gone:
+            inst.block = None
+        block._changed()
 
 
 class Argument(Value):
@@ -304,7 +587,7 @@ class Block:
     def __init__(self, name: str | None = None, arguments: list[Argument] | None = None) -> None:
         self.name = name
         self.arguments: list[Argument] = []
-        self.instructions: list[Instruction] = []
+        self.instructions: list[Instruction] = IndexedList()
         self.function: Function | None = None
         self.location: Location | None = None
         for a in arguments or []:
@@ -344,6 +627,15 @@ class Block:
         self.instructions.remove(inst)
         inst.block = None
         self._changed()
+
+    def clear(self) -> list[Instruction]:
+        """Remove every instruction at once; returns them, in order."""
+        insts = list(self.instructions)
+        self.instructions.clear()
+        for inst in insts:
+            inst.block = None
+        self._changed()
+        return insts
 
     @property
     def terminator(self) -> Instruction | None:
@@ -388,7 +680,7 @@ class Function(Value):
         declaration: DerivativeDecl | str | None = None,
     ) -> None:
         super().__init__(type, name)
-        self.blocks: list[Block] = []
+        self.blocks: list[Block] = IndexedList()
         self.attributes = list(attributes)
         # None: a definition; "extern": an external declaration; or a DerivativeDecl.
         self.declaration = declaration
@@ -428,11 +720,12 @@ class Function(Value):
             yield from b.instructions
 
     def invalidate(self) -> None:
-        """Drop cached analyses after a change."""
+        """Drop cached analyses after a change; the module's are brought up to date when next
+        asked for."""
         if self._analyses:
             self._analyses.clear()
         if self.module is not None:
-            self.module.invalidate()
+            self.module.function_changed(self)
 
     def analysis(self, kind: Callable[[Function], Any]) -> Any:
         """The cached result of `kind(self)`, computed on first request."""
@@ -455,16 +748,68 @@ class GlobalVariable(Value):
         self.location: Location | None = None
 
 
+class TypeDecls(dict):  # type: ignore[type-arg]
+    """A module's type declarations by name, with the types its aliases resolve to, kept
+    until a declaration is added, replaced or removed (declarations are not edited)."""
+
+    __slots__ = ("resolved",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.resolved: dict[str, Type] = {}
+
+    def _edited(self) -> None:
+        if self.resolved:
+            self.resolved = {}
+
+    def __setitem__(self, key: str, value: TypeDecl) -> None:
+        super().__setitem__(key, value)
+        self._edited()
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._edited()
+
+    def __ior__(self, other: Any) -> TypeDecls:
+        super().__ior__(other)
+        self._edited()
+        return self
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self._edited()
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self._edited()
+        return super().setdefault(key, default)
+
+    def pop(self, *args: Any) -> Any:
+        self._edited()
+        return super().pop(*args)
+
+    def popitem(self) -> Any:
+        self._edited()
+        return super().popitem()
+
+    def clear(self) -> None:
+        super().clear()
+        self._edited()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (TypeDecls, (dict(self),))
+
+
 class Module:
     """A compilation unit: type declarations, global variables and functions."""
 
     def __init__(self, name: str = "main", stage: str = "raw") -> None:
         self.name = name
         self.stage = stage
-        self.type_decls: dict[str, TypeDecl] = {}
+        self.type_decls: dict[str, TypeDecl] = TypeDecls()
         self.globals: list[GlobalVariable] = []
-        self.functions: list[Function] = []
+        self.functions: list[Function] = IndexedList()
         self._analyses: dict[Any, Any] = {}
+        self._changed: set[Function] = set()  # changed since the cached analyses were made
 
     def __str__(self) -> str:
         from .printer import print_module
@@ -475,15 +820,39 @@ class Module:
         return f"<Module {self.name!r}: {len(self.functions)} functions>"
 
     def invalidate(self) -> None:
+        """Drop cached analyses after a change of the module itself."""
         if self._analyses:
             self._analyses.clear()
+        self._changed.clear()
+
+    def function_changed(self, fn: Function) -> None:
+        """Note that the body of `fn` changed. A pass editing one function after another
+        would otherwise recompute a module analysis once per function, so the cached ones
+        are brought up to date on their next request instead: by their `updated(changed)`
+        method where they have one (it returns the analysis of the changed module, or None
+        when it cannot tell cheaply), else by computing them again."""
+        if self._analyses:
+            self._changed.add(fn)
 
     def analysis(self, kind: Callable[[Module], Any]) -> Any:
+        """The cached result of `kind(self)`, computed on first request."""
+        if self._changed:
+            self._refresh()
         try:
             return self._analyses[kind]
         except KeyError:
             result = self._analyses[kind] = kind(self)
             return result
+
+    def _refresh(self) -> None:
+        changed, self._changed = self._changed, set()
+        for kind, result in list(self._analyses.items()):
+            updated = getattr(result, "updated", None)
+            new = updated(changed) if updated is not None else None
+            if new is None:
+                del self._analyses[kind]
+            else:
+                self._analyses[kind] = new
 
     def add_function(self, fn: Function, index: int | None = None) -> Function:
         fn.module = self
@@ -516,14 +885,34 @@ class Module:
         return fn
 
     def resolve(self, t: Type) -> Type:
-        """Follow transparent aliases to the underlying type."""
+        """Follow transparent aliases to the underlying type.
+
+        The result of every alias on a chain is remembered (in the declarations, until they
+        change), so resolving each of n chained aliases costs O(n) in all, not O(n²). A
+        chain that runs into a cycle (an error the verifier reports) is not remembered: its
+        result depends on where it was entered."""
         if not isinstance(t, NominalType):
             return t
-        seen: set[str] = set()
+        decls = self.type_decls
+        memo: dict[str, Type] | None = getattr(decls, "resolved", None)
+        if memo is not None:
+            hit = memo.get(t.name)
+            if hit is not None:
+                return hit
+        seen: dict[str, None] = {}
         while isinstance(t, NominalType) and t.name not in seen:
-            seen.add(t.name)
-            decl = self.type_decls.get(t.name)
+            if memo is not None and t.name in memo:
+                t = memo[t.name]
+                break
+            seen[t.name] = None
+            decl = decls.get(t.name)
             if not isinstance(decl, AliasDecl) or decl.target is None:
-                return t
+                break
             t = decl.target
+        else:
+            if isinstance(t, NominalType):  # a cycle
+                return t
+        if memo is not None:
+            for name in seen:
+                memo[name] = t
         return t

@@ -255,15 +255,21 @@ class Parser:
         for name, offset in self.nominal_uses:
             if name not in decls:
                 self.error_at(offset, f"use of undeclared type '${name}'")
+        # An alias refers to itself when following it runs into a cycle. Each alias's answer
+        # is remembered, so long chains are followed once, not once per alias on them.
+        cyclic: dict[str, bool] = {}
         for name, offset in self.alias_offsets.items():
-            seen = {name}
-            target = getattr(decls.get(name), "target", None)
-            while isinstance(target, NominalType) and isinstance(decls.get(target.name), AliasDecl):
-                if target.name in seen:
-                    self.error_at(offset, f"type alias '${name}' refers to itself")
-                    break
-                seen.add(target.name)
-                target = decls[target.name].target
+            path: dict[str, None] = {}
+            current: str | None = name
+            while current is not None and current not in cyclic and current not in path:
+                path[current] = None
+                target = getattr(decls.get(current), "target", None)
+                current = target.name if isinstance(target, NominalType) and isinstance(
+                    decls.get(target.name), AliasDecl) else None
+            found = cyclic.get(current, current is not None)  # type: ignore[arg-type]
+            cyclic.update(dict.fromkeys(path, found))
+            if found:
+                self.error_at(offset, f"type alias '${name}' refers to itself")
 
     def recover_top_level(self, start: int) -> None:
         """Skip to the next line that starts a top-level declaration."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +32,17 @@ from . import arrays, blas, jit
 from .entry import EntryABI, Leaf, build_entry
 from .function import CompileUnit, ErrorSite
 from .layout import Layout
-from .runtime import CTX_GLOBALS, CTX_PARAMS, CTX_RNG, CTX_SITE, CTX_SLOTS, CTX_THREADS, N_PARAMS
+from .runtime import (
+    CTX_CLOCK,
+    CTX_DEADLINE,
+    CTX_GLOBALS,
+    CTX_PARAMS,
+    CTX_RNG,
+    CTX_SITE,
+    CTX_SLOTS,
+    CTX_THREADS,
+    N_PARAMS,
+)
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _free = _libc.free
@@ -139,6 +150,7 @@ class Context:
         self.memory[CTX_THREADS] = executable.threads
         self.memory[CTX_GLOBALS] = executable.globals_table.ctypes.data
         self.memory[CTX_RNG] = executable.rng_id
+        self.memory[CTX_CLOCK] = time.CLOCK_MONOTONIC
         self.executable = weakref.ref(executable)
         self._results = np.zeros(64, np.int64)
         self._results_address = self._results.ctypes.data
@@ -205,6 +217,9 @@ class LLVMExecutable(ir.Executable):
 
     def call(self, name: str, *args: Any) -> tuple[np.ndarray, ...]:
         ctx = self.context()
+        if self.timeout is not None:
+            ctx.memory[CTX_DEADLINE] = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(
+                self.timeout * 1e9)
         dtypes = self.fast.get(name)
         if dtypes is not None and len(args) == len(dtypes) and all(
                 type(a) is np.ndarray and a.dtype is d and a.flags.c_contiguous
@@ -297,7 +312,7 @@ class LLVMExecutable(ir.Executable):
         signature = ", ".join(map(str, arg_types)) if arg_types is not None else "generic"
         key = jit.cache_key(self.text, name, signature, f"threads={self.threads}",
                             f"opt={self.opt_level}", f"blas={blas.available()}",
-                            f"arrays={arrays.layout()}")
+                            f"arrays={arrays.layout()}", f"timeout={self.timeout}")
         found = self.disk.get(key) if self.disk is not None else None
         if found is not None:
             obj, info = found
@@ -307,7 +322,8 @@ class LLVMExecutable(ir.Executable):
             helpers = info["helpers"]
             fallbacks = info.get("fallbacks", [])
         else:
-            unit = CompileUnit(self.module, f"k{key[:16]}", threads=self.threads)
+            unit = CompileUnit(self.module, f"k{key[:16]}", threads=self.threads,
+                               timeout=self.timeout)
             spec = unit.specializer.spec(fn, arg_types)
             abi = build_entry(unit, spec)
             unit.lower_all()

@@ -115,7 +115,7 @@ class CompileUnit:
     """One LLVM module: the specializations it holds and everything they share."""
 
     def __init__(self, module: Module, name: str, *, threads: int = 1,
-                 export: bool = False) -> None:
+                 export: bool = False, timeout: float | None = None) -> None:
         self.module = module
         self.layout = Layout(module)
         self.llmod = ll.Module(name=name)
@@ -132,6 +132,7 @@ class CompileUnit:
         self.counter = 0
         self.threads = threads
         self.export = export  # functions keep external linkage (for emitted objects)
+        self.timeout = timeout  # loops and calls check the call's deadline
         self.fallbacks: list[list[Any]] = []  # instructions run by their numpy semantics
         self._fallback_base: ll.GlobalVariable | None = None
 
@@ -367,6 +368,7 @@ class FunctionLowering:
         self.fail_if(b.icmp_signed(">", depth, i64(MAX_CALL_DEPTH)),
                      f"call stack overflow (more than {MAX_CALL_DEPTH} nested calls)")
         b.store(depth, depth_slot)
+        self.tick()
         order = self.own.order
         for block in order:
             self.blocks[block] = self.llfn.append_basic_block(self.block_label(block))
@@ -400,6 +402,13 @@ class FunctionLowering:
         for phi in self.phis.values():
             if not phi.incomings:  # a block reached only from unreachable code
                 phi.add_incoming(ll.Constant(phi.type, None), self.llfn.blocks[0])
+
+    def tick(self) -> None:
+        """Where a call may run long (a loop's back edge, a call): check the deadline."""
+        if self.unit.timeout is not None:
+            site = self.unit.site(f"'@{self.fn.name}' exceeded the timeout of "
+                                  f"{self.unit.timeout:g} s", prefix="")
+            self.rt.tick(self.b, self.ctx, site)
 
     def block_label(self, block: Block) -> str:
         return block.name or f"b{self.fn.blocks.index(block)}"

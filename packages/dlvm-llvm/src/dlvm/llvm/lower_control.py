@@ -104,6 +104,8 @@ def edge(fl: FunctionLowering, block: Block, target: BranchTarget, held: set[Val
     saved = b.block
     b.position_at_end(edge_block)
     retains, releases = fl.own.edge_plan(block, target, held)
+    if fl.own.is_back_edge(block, target.block):
+        fl.tick()
     for v in retains:
         fl.retain(fl.value(v), fl.type(v))
     args = list(values) if values is not None else [fl.value(a) for a in target.args]

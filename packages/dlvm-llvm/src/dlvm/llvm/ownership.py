@@ -147,6 +147,12 @@ class Ownership:
                 releases.append(v)
         return retains, releases
 
+    def is_back_edge(self, source: Block, target: Block) -> bool:
+        """An edge to a block that dominates its source: a loop goes round."""
+        if not hasattr(self, "_dominators"):
+            self._dominators = DominatorTree(self.fn)
+        return bool(self._dominators.dominates(target, source))
+
     def held_at_terminator(self, block: Block) -> set[Value]:
         term = block.terminator
         assert term is not None

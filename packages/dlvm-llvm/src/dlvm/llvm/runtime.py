@@ -45,9 +45,12 @@ IMMORTAL = -1
 
 # context slots (i64 each): the error site and its parameters, the call depth, the stacks
 # of the running call, the kernel thread count, the table of global variables' cells, the
-# random generator's id, and the pool's free lists
+# executable's id (for its generator and callbacks), a count of loop iterations, the
+# deadline of the call and the clock it is on, and the pool's free lists
 CTX_SITE, CTX_PARAMS, CTX_DEPTH, CTX_STACKS, CTX_THREADS, CTX_GLOBALS, CTX_RNG = 0, 1, 5, 6, 7, 8, 9
-CTX_FREE = 10
+CTX_TICKS, CTX_DEADLINE, CTX_CLOCK = 10, 11, 12
+CTX_FREE = 13
+TICKS_PER_CLOCK_READ = 1 << 12
 CTX_SLOTS = CTX_FREE + POOL_CLASSES
 N_PARAMS = 4
 
@@ -85,6 +88,34 @@ class Runtime:
         for k, p in enumerate(params[:N_PARAMS]):
             b.store(p, self.slot(b, ctx, CTX_PARAMS + k))
         b.ret(i32(1))
+
+    def tick(self, b: ll.IRBuilder, ctx: ll.Value, site: int) -> None:
+        """Count a loop iteration (or a call); every few thousand, fail with `site` if the
+        call's deadline has passed."""
+        slot = self.slot(b, ctx, CTX_TICKS)
+        n = b.add(b.load(slot, typ=I64), i64(1))
+        b.store(n, slot)
+        due = b.icmp_signed("==", b.and_(n, i64(TICKS_PER_CLOCK_READ - 1)), i64(0))
+        with b.if_then(due, likely=False):
+            late = b.call(self.get("expired"), [ctx])
+            with b.if_then(late, likely=False):
+                self.fail(b, ctx, site)
+
+    def _define_expired(self) -> ll.Function:
+        """Whether the monotonic clock has passed the context's deadline (0: none)."""
+        fn, b = internal_function(self.module, "dlvm.rt.expired", I1, [PTR])
+        (ctx,) = fn.args
+        deadline = b.load(self.slot(b, ctx, CTX_DEADLINE), typ=I64)
+        with b.if_then(b.icmp_signed("==", deadline, i64(0))):
+            b.ret(ll.Constant(I1, 0))
+        clock = b.trunc(b.load(self.slot(b, ctx, CTX_CLOCK), typ=I64), I32)
+        ts = alloca(b, ll.ArrayType(I64, 2))
+        gettime = declare(self.module, "clock_gettime", I32, [I32, PTR])
+        b.call(gettime, [clock, ts])
+        now = b.add(b.mul(b.load(ts, typ=I64), i64(1_000_000_000)),
+                    b.load(gep(b, I64, ts, i64(1)), typ=I64))
+        b.ret(b.icmp_signed(">", now, deadline))
+        return fn
 
     # ------------------------------------------------------------ libc
 

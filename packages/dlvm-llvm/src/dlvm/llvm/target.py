@@ -32,8 +32,9 @@ class LLVMCPUTarget(ir.Target):
     `opt_level`: LLVM's optimization level 0–3; `cache`: keep compiled code on disk
     (`$DLVM_CACHE_DIR`); `specialize`: a build per argument shapes (else one build with the
     functions' own `_` dimensions); `max_specializations`: builds per function before
-    falling back to that one; `seed`: the seed of `random`; `timeout`: accepted for the
-    command line's `--timeout` (native code is not interrupted; bound the work instead).
+    falling back to that one; `seed`: the seed of `random`; `timeout`: seconds a call may
+    run (loops and calls check the clock every few thousand iterations; kernels, which
+    always end, do not).
     """
 
     name = "llvm-cpu"

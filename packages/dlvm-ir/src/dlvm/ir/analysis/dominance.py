@@ -209,14 +209,21 @@ class DominatorTree:
         block B everywhere B dominates; an instruction after itself in its block,
         and in the blocks its block properly dominates.
         """
+        if isinstance(definition, Instruction):  # the common case first, inlined
+            block, used_in = definition.block, user.block
+            if block is None or used_in is None:
+                return False
+            if block is not used_in:
+                return self.properly_dominates(block, used_in)
+            position = self._position
+            i, j = position.get(definition), position.get(user)
+            return (definition.index() if i is None else i) < (user.index() if j is None else j)
         if isinstance(definition, Function | GlobalVariable | LiteralValue):
             return True
         if user.block is None:
             return False
         if isinstance(definition, Argument):
             return definition.block is not None and self.dominates(definition.block, user.block)
-        if isinstance(definition, Instruction):
-            return self._instruction_dominates(definition, user)
         return False  # an unresolved placeholder
 
     def _instruction_dominates(self, definition: Instruction, user: Instruction) -> bool:

@@ -2,9 +2,9 @@
 
 Dead-code elimination and code motion may drop or move a call only when the
 callee has no effects, so effects flow from callees to callers over the call
-graph. The propagation starts from "no effects" and only ever adds effects,
-so it reaches a fixed point even through recursion; unlike the original
-DLVM's version, the `changed` flag is reset on every round, so it stops.
+graph. The propagation starts from each function's own effects and only ever
+adds effects, so it reaches the least fixed point even through recursion; a
+worklist makes it linear in the size of the call graph.
 
 What is assumed about callees:
   - a function of the module: its own effects, computed here;
@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core import DerivativeDecl, Function, Instruction, LiteralValue, Module, Value
+from ..opdef import OpDef
 
 CALL_OPCODE = "apply"
 
@@ -54,9 +55,25 @@ def trait_effects(inst: Instruction) -> FunctionEffects:
     )
 
 
+_CALLERS: dict[OpDef, bool] = {}  # whether an instruction of the kind may call a function
+
+
+def may_call(op: OpDef) -> bool:
+    """Whether instructions of `op` may call a function: `apply`, and those with a combinator
+    field. The others' callees need not be looked for, which passes ask about each
+    instruction."""
+    known = _CALLERS.get(op)
+    if known is None:
+        known = _CALLERS[op] = op.name == CALL_OPCODE or any(
+            kind == "combinator" for _, kind in op.fields)
+    return known
+
+
 def called_values(inst: Instruction) -> list[Value | None]:
     """The values `inst` calls: an `apply`'s callee (None if missing), function combinators."""
     out: list[Value | None] = []
+    if not may_call(inst.op):
+        return out
     if inst.op.name == CALL_OPCODE:
         callee = inst.fields.get("callee")
         out.append(callee if isinstance(callee, Value) else None)
@@ -73,12 +90,14 @@ class SideEffects:
     def __init__(self, module: Module) -> None:
         self.module = module
         self._effects: dict[Function, FunctionEffects] = {}
-        callees: dict[Function, list[Function]] = {}
+        # each function's own effects and the module functions it calls
+        self._local: dict[Function, tuple[FunctionEffects, list[Function]]] = {}
         for fn in module.functions:
-            self._effects[fn], callees[fn] = self._local(fn)
-        self._propagate(callees)
+            self._local[fn] = self._local_effects(fn)
+            self._effects[fn] = self._local[fn][0]
+        self._propagate()
 
-    def _local(self, fn: Function) -> tuple[FunctionEffects, list[Function]]:
+    def _local_effects(self, fn: Function) -> tuple[FunctionEffects, list[Function]]:
         """Effects of `fn` itself, and the module functions it calls."""
         if isinstance(fn.declaration, DerivativeDecl):
             return NO_EFFECTS, []
@@ -103,18 +122,54 @@ class SideEffects:
                 effects = ALL_EFFECTS
         return effects, known
 
-    def _propagate(self, callees: dict[Function, list[Function]]) -> None:
-        """Add each callee's effects to its callers until nothing changes."""
-        changed = True
-        while changed:
-            changed = False
-            for fn, calls in callees.items():
-                new = self._effects[fn]
-                for callee in calls:
-                    new |= self._effects[callee]
+    def _propagate(self) -> None:
+        """Add each callee's effects to its callers, from the functions with effects upwards
+        (a worklist: each function's effects grow at most three times)."""
+        callers: dict[Function, list[Function]] = {fn: [] for fn in self._local}
+        for fn, (_, calls) in self._local.items():
+            for callee in calls:
+                callers.setdefault(callee, []).append(fn)
+        work = [fn for fn in self._local if not self._effects[fn].is_pure]
+        while work:
+            callee = work.pop()
+            effects = self._effects[callee]
+            for fn in callers.get(callee, ()):
+                new = self._effects[fn] | effects
                 if new != self._effects[fn]:
                     self._effects[fn] = new
-                    changed = True
+                    work.append(fn)
+
+    def updated(self, changed: set[Function]) -> SideEffects | None:
+        """The analysis after the bodies of `changed` functions changed, or None when it must
+        be computed again.
+
+        The effects are the least solution of effects(f) = own(f) ∪ ⋃ effects(callees of f).
+        The old solution stays the least one when each changed function keeps its own
+        effects within its old total and still has them all (more constraints cannot lower a
+        least solution, and the old one still satisfies them), adds only callees whose
+        effects its old total covers, and drops only callees without effects (they added
+        nothing to any step of the fixed-point iteration). Removing dead pure code, the
+        common edit, changes nothing; anything else starts over."""
+        if any(fn.module is not self.module or fn not in self._local for fn in changed):
+            return None
+        fresh: dict[Function, tuple[FunctionEffects, list[Function]]] = {}
+        for fn in changed:
+            own, calls = self._local_effects(fn)
+            old_own, old_calls = self._local[fn]
+            total = self._effects[fn]
+            if (own | old_own) != own or (own | total) != total:
+                return None
+            old, new = set(old_calls), set(calls)
+            if any(c not in self._effects or (self._effects[c] | total) != total
+                   for c in new - old):
+                return None
+            if any(not self._effects[c].is_pure for c in old - new):
+                return None
+            fresh[fn] = own, calls
+        self._local.update(fresh)
+        copy = object.__new__(SideEffects)
+        copy.module, copy._effects, copy._local = self.module, self._effects, self._local
+        return copy
 
     def of(self, fn: Function) -> FunctionEffects:
         """The effects of calling `fn` (everything, for a function not in the module)."""
@@ -135,6 +190,9 @@ class SideEffects:
 
         Terminators have no effects by this measure; passes keep them anyway.
         """
+        op = inst.op
+        if not may_call(op):
+            return "side_effects" in op.traits or "may_trap" in op.traits
         return not self.instruction_effects(inst).is_pure
 
     def is_pure_call(self, inst: Instruction) -> bool:

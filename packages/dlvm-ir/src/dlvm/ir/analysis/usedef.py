@@ -16,14 +16,22 @@ class UseDefInfo:
 
     def __init__(self, fn: Function) -> None:
         self.function = fn
-        self._users: dict[Value, dict[Instruction, None]] = {}
-        self._uses: dict[Value, int] = {}
-        for inst in fn.instructions():
-            for v in inst.operands:
-                if isinstance(v, LiteralValue):
-                    continue
-                self._users.setdefault(v, {})[inst] = None
-                self._uses[v] = self._uses.get(v, 0) + 1
+        users: dict[Value, dict[Instruction, None]] = {}
+        uses: dict[Value, int] = {}
+        for block in fn.blocks:
+            for inst in block.instructions:
+                for v in inst.operands:
+                    if isinstance(v, LiteralValue):
+                        continue
+                    seen = users.get(v)
+                    if seen is None:
+                        users[v] = {inst: None}
+                        uses[v] = 1
+                    else:
+                        seen[inst] = None
+                        uses[v] += 1
+        self._users = users
+        self._uses = uses
 
     def users(self, value: Value) -> list[Instruction]:
         """Distinct instructions using `value`, in block then instruction order."""

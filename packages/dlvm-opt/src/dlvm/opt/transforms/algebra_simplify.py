@@ -45,7 +45,7 @@ from dlvm.ir import (
     Value,
 )
 from dlvm.ir.analysis import UseDefInfo
-from dlvm.ir.core import ZERO
+from dlvm.ir.core import ZERO, erase_instructions
 from dlvm.ir.instructions.elementwise import BOOLEAN_BINARY, COMPARE, NUMERIC_BINARY
 from dlvm.ir.types import DataType, scalar
 
@@ -176,6 +176,9 @@ class Rule:
     opcodes: tuple[str, ...]
     apply: RuleFn
     exactness: str = EXACT
+    needs_constant: bool = False  # applies only when `lhs` or `rhs` is a literal
+    # applies only when `lhs` or `rhs` is the result of an instruction with one of these
+    operand_opcodes: frozenset[str] | None = None
 
 
 # ---------------------------------------------------------------- constant operand identities
@@ -271,7 +274,7 @@ def _identity_rule(idt: Identity, exactness: str) -> Rule:
                 return out
         return None
 
-    return Rule(idt.name, (idt.opcode,), apply, exactness)
+    return Rule(idt.name, (idt.opcode,), apply, exactness, needs_constant=True)
 
 
 def _identity_result(s: Site, result: str, x: Value, c_value: Value, c: Scalar) -> Value | None:
@@ -722,8 +725,10 @@ def _rules() -> tuple[Rule, ...]:
         Rule("reduce-unit-dims", ("reduce",), reduce_unit_dims(EXACT)),
         Rule("reduce-unit-dims", ("reduce",), reduce_unit_dims(NSZ), NSZ),
         Rule("extract-forward", ("extract",), extract_forward),
-        Rule("broadcast-operand", ELEMENTWISE_BINARY, broadcast_operand(EXACT)),
-        Rule("broadcast-operand", ELEMENTWISE_BINARY, broadcast_operand(NSZ), NSZ),
+        Rule("broadcast-operand", ELEMENTWISE_BINARY, broadcast_operand(EXACT),
+             operand_opcodes=frozenset({"add", "padShape", "squeezeShape", "shapeCast"})),
+        Rule("broadcast-operand", ELEMENTWISE_BINARY, broadcast_operand(NSZ), NSZ,
+             operand_opcodes=frozenset({"add"})),
         # fast math: true in real arithmetic only
         Rule("exp-of-log", ("exp",), exp_log("exp", "log"), FAST),
         Rule("log-of-exp", ("log",), exp_log("log", "exp"), FAST),
@@ -807,8 +812,26 @@ def sweep(fn: Function, module: Module, table: dict[str, list[Rule]], ctx: PassC
 def simplify(inst: Instruction, module: Module, usedef: UseDefInfo,
              table: dict[str, list[Rule]]) -> tuple[Rule | None, Value | None]:
     """The first rule that rewrites `inst` into a value of the same type, and that value."""
-    for rule in table.get(inst.opcode, ()):
-        site = Site(inst, module, usedef, [])
+    rules = table.get(inst.opcode)
+    if not rules:
+        return None, None
+    site = Site(inst, module, usedef, [])
+    fields = inst.fields
+    constant_operand: bool | None = None  # what the rules' prerequisites ask, found once
+    operand_opcodes: set[str] | None = None
+    for rule in rules:
+        if rule.needs_constant:
+            if constant_operand is None:
+                constant_operand = (literal_of(fields.get("lhs")) is not None
+                                    or literal_of(fields.get("rhs")) is not None)
+            if not constant_operand:
+                continue
+        if rule.operand_opcodes is not None:
+            if operand_opcodes is None:
+                operand_opcodes = {v.opcode for v in (fields.get("lhs"), fields.get("rhs"))
+                                   if isinstance(v, Instruction)}
+            if rule.operand_opcodes.isdisjoint(operand_opcodes):
+                continue
         try:
             new = rule.apply(site)
         except TypeRuleError:
@@ -817,6 +840,7 @@ def simplify(inst: Instruction, module: Module, usedef: UseDefInfo,
             return rule, new
         for created in reversed(site.created):  # roll back a rule that did not fit
             created.erase()
+        site.created.clear()
     return None, None
 
 
@@ -833,19 +857,18 @@ def erase_dead(fn: Function, dead: list[Instruction]) -> int:
     """Erase the rewritten instructions and the pure ones only they used."""
     usedef = UseDefInfo(fn)
     counts = {v: usedef.uses_count(v) for v in usedef.used_values()}
-    work, erased = list(dead), 0
+    work, erased = list(dead), set()
     while work:
         inst = work.pop()
-        if inst.block is None or counts.get(inst, 0) or not is_pure(inst):
+        if inst.block is None or inst in erased or counts.get(inst, 0) or not is_pure(inst):
             continue
-        operands = list(_instruction_operands(inst))
-        inst.erase()
-        erased += 1
-        for v in operands:
+        erased.add(inst)
+        for v in _instruction_operands(inst):
             counts[v] -= 1
             if counts[v] == 0:
                 work.append(v)
-    return erased
+    erase_instructions(erased)
+    return len(erased)
 
 
 def _instruction_operands(inst: Instruction) -> Iterator[Instruction]:

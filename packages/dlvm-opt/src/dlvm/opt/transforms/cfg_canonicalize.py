@@ -37,21 +37,41 @@ from dlvm.ir.analysis import ControlFlowGraph, Loop, LoopInfo
 # ---------------------------------------------------------------- helpers (licm uses them too)
 
 
+class BlockNames:
+    """The names of a function's blocks, collected once for a pass that adds a block per
+    loop (collecting them for each new block would take time quadratic in the blocks)."""
+
+    def __init__(self, fn: Function) -> None:
+        self.taken = {b.name for b in fn.blocks}
+
+    def unique(self, base: str | None) -> str | None:
+        """`base`, or `base.1`, `base.2`, … when a block already has that name."""
+        if base is None:
+            return None
+        name, n = base, 0
+        while name in self.taken:
+            n += 1
+            name = f"{base}.{n}"
+        self.taken.add(name)
+        return name
+
+    def release(self, name: str | None) -> None:
+        """A block of that name was removed again."""
+        self.taken.discard(name)
+
+
 def unique_block_name(fn: Function, base: str | None) -> str | None:
     """`base`, or `base.1`, `base.2`, … when a block of `fn` already has that name."""
-    if base is None:
-        return None
-    taken = {b.name for b in fn.blocks}
-    name, n = base, 0
-    while name in taken:
-        n += 1
-        name = f"{base}.{n}"
-    return name
+    return BlockNames(fn).unique(base)
 
 
-def forwarding_block(fn: Function, name: str | None, target: Block, index: int) -> Block:
-    """A new block at `index` whose arguments mirror `target`'s and which only branches there."""
-    block = Block(unique_block_name(fn, name), [Argument(a.type) for a in target.arguments])
+def forwarding_block(fn: Function, name: str | None, target: Block, index: int,
+                     names: BlockNames | None = None) -> Block:
+    """A new block at `index` whose arguments mirror `target`'s and which only branches there.
+
+    `names`: the function's block names, when the caller adds many blocks."""
+    names = names or BlockNames(fn)
+    block = Block(names.unique(name), [Argument(a.type) for a in target.arguments])
     fn.insert_block(index, block)
     b = Builder(fn.module)
     b.position_at_end(block)
@@ -77,7 +97,8 @@ def _suffixed(block: Block, suffix: str) -> str | None:
     return f"{block.name}{suffix}" if block.name else None
 
 
-def make_preheader(fn: Function, loop: Loop, cfg: ControlFlowGraph | None = None) -> Block:
+def make_preheader(fn: Function, loop: Loop, cfg: ControlFlowGraph | None = None,
+                   names: BlockNames | None = None) -> Block:
     """Give `loop` a preheader: every edge from outside now enters through one new block.
 
     `cfg` may be a snapshot taken before other loops got preheaders: that changes no edge
@@ -86,7 +107,7 @@ def make_preheader(fn: Function, loop: Loop, cfg: ControlFlowGraph | None = None
     header = loop.header
     cfg = cfg or fn.analysis(ControlFlowGraph)
     outside = [p for p in cfg.predecessors(header) if p not in loop.blocks]
-    pre = forwarding_block(fn, _suffixed(header, "_preheader"), header, header.index())
+    pre = forwarding_block(fn, _suffixed(header, "_preheader"), header, header.index(), names)
     redirect(fn, outside, header, pre)
     return pre
 
@@ -150,16 +171,18 @@ def _canonicalize_loops(fn: Function, ctx: PassContext) -> bool:
     info: LoopInfo = fn.analysis(LoopInfo)
     loops = list(reversed(info.loops))  # reversed preorder: every loop after its subloops
     cfg = info.cfg
+    names = BlockNames(fn)
     if need := [lp for lp in loops if lp.preheader is None]:
         for loop in need:
-            make_preheader(fn, loop, cfg)
+            make_preheader(fn, loop, cfg, names)
         ctx.stat("preheaders created", len(need))
         return True
     if need := [lp for lp in loops if len(lp.latches) > 1]:
         for loop in need:
             latches = loop.latches
             index = max(b.index() for b in latches) + 1
-            latch = forwarding_block(fn, _suffixed(loop.header, "_latch"), loop.header, index)
+            latch = forwarding_block(fn, _suffixed(loop.header, "_latch"), loop.header, index,
+                                     names)
             redirect(fn, latches, loop.header, latch)
         ctx.stat("latches created", len(need))
         return True
@@ -171,10 +194,11 @@ def _canonicalize_loops(fn: Function, ctx: PassContext) -> bool:
             if len(inside) == len(preds):
                 continue
             index = max(block.index(), 1)  # an edge back to the entry: keep the entry first
-            new = forwarding_block(fn, _suffixed(loop.header, "_exit"), block, index)
+            new = forwarding_block(fn, _suffixed(loop.header, "_exit"), block, index, names)
             if redirect(fn, inside, block, new):
                 created += 1
             else:  # a subloop's dedicated exit already took these edges
                 fn.remove_block(new)
+                names.release(new.name)
     ctx.stat("dedicated exits created", created)
     return bool(created)

@@ -56,7 +56,7 @@ from dlvm.ir import (
     Value,
 )
 from dlvm.ir.analysis import ControlFlowGraph
-from dlvm.ir.core import iter_nested
+from dlvm.ir.core import erase_instructions, iter_nested
 from dlvm.ir.interp import Frame, Interpreter
 from dlvm.ir.runtime import EnumValue, numpy_dtype
 from dlvm.ir.types import EnumDecl, StructDecl
@@ -321,8 +321,7 @@ def fold_instructions(fn: Function, folder: Folder) -> int:
     if mapping:
         for inst in fn.instructions():
             inst.replace_uses(mapping)
-    for inst in folded:
-        inst.erase()
+    erase_instructions(folded)
     return len(folded)
 
 

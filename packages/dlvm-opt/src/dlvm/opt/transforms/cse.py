@@ -39,6 +39,7 @@ from dlvm.ir import (
 )
 from dlvm.ir.analysis import DominatorTree
 from dlvm.ir.analysis.side_effects import called_values
+from dlvm.ir.core import erase_instructions
 
 
 @dataclass
@@ -149,6 +150,5 @@ def eliminate(fn: Function, dom: DominatorTree) -> int:
     if mapping:
         for inst in fn.instructions():  # unreachable blocks too
             inst.replace_uses(mapping)
-    for inst in duplicates:
-        inst.erase()
+    erase_instructions(duplicates)
     return len(duplicates)

@@ -45,8 +45,7 @@ import bisect
 import heapq
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dlvm.ir import (
     AggregateLiteral,
@@ -76,7 +75,7 @@ class ElementwiseFusion(Pass):
     min_size: int = 2
 
     def run(self, module: Module, ctx: PassContext) -> bool:
-        names = {g.name for g in [*module.globals, *module.functions] if g.name}
+        names = KernelNames({g.name for g in [*module.globals, *module.functions] if g.name})
         formed = fused = 0
         for fn in list(module.functions):
             if not fn.blocks or "kernel" in fn.attributes:
@@ -114,24 +113,35 @@ def may_join(user: Instruction, operand: Instruction,
 # ---------------------------------------------------------------- regions of one block
 
 
-@dataclass
 class BlockGraph:
     """A block's dependence graph (see `block_graph`), its candidates merged into regions by
-    union-find; `members` maps each region's root to its instructions' indices, in order."""
+    union-find.
 
-    insts: list[Instruction]
-    succ: list[list[int]]
-    parent: list[int] = field(init=False)
-    members: dict[int, list[int]] = field(init=False)
+    For each region's root it keeps the members (`members`, in no order until `regions`),
+    the first and last member's index (`lo`, `hi`), and the condensed graph: the roots of the
+    regions it feeds (`succ_roots`) and that feed it (`pred_roots`). A merge relabels the
+    neighbours of the region with fewer of them, so the search for an outside path visits
+    regions, never their members, and all merges together cost O(n log n)."""
 
-    def __post_init__(self) -> None:
-        self.parent = list(range(len(self.insts)))
-        self.members = {i: [i] for i in range(len(self.insts))}
+    def __init__(self, insts: list[Instruction], succ: list[list[int]]) -> None:
+        n = len(insts)
+        self.insts = insts
+        self.succ = succ
+        self.parent = list(range(n))
+        self.members: dict[int, list[int]] = {i: [i] for i in range(n)}
+        self.lo = list(range(n))
+        self.hi = list(range(n))
+        self.succ_roots: list[set[int]] = [set(ss) for ss in succ]
+        self.pred_roots: list[set[int]] = [set() for _ in range(n)]
+        for j, ss in enumerate(succ):
+            for i in ss:
+                self.pred_roots[i].add(j)
 
     def find(self, i: int) -> int:
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
+        parent = self.parent
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
         return i
 
     def merge(self, a: int, b: int) -> bool:
@@ -141,29 +151,85 @@ class BlockGraph:
             return True
         if self.linked_outside(ra, rb) or self.linked_outside(rb, ra):
             return False
+        succ_roots, pred_roots = self.succ_roots, self.pred_roots
+        if len(succ_roots[ra]) + len(pred_roots[ra]) < len(succ_roots[rb]) + len(pred_roots[rb]):
+            ra, rb = rb, ra  # rb, with fewer neighbours, is relabelled ra
         self.parent[rb] = ra
-        self.members[ra] = sorted(self.members[ra] + self.members.pop(rb))
+        big, small = self.members.pop(ra), self.members.pop(rb)
+        if len(big) < len(small):
+            big, small = small, big
+        big.extend(small)
+        self.members[ra] = big
+        self.lo[ra] = min(self.lo[ra], self.lo[rb])
+        self.hi[ra] = max(self.hi[ra], self.hi[rb])
+        for p in pred_roots[rb]:
+            succ_roots[p].discard(rb)
+            if p != ra:
+                succ_roots[p].add(ra)
+        for q in succ_roots[rb]:
+            pred_roots[q].discard(rb)
+            if q != ra:
+                pred_roots[q].add(ra)
+        succ_roots[ra] |= succ_roots[rb]
+        pred_roots[ra] |= pred_roots[rb]
+        for edges in (succ_roots[ra], pred_roots[ra]):
+            edges.discard(ra)
+            edges.discard(rb)
+        succ_roots[rb] = pred_roots[rb] = set()
         return True
 
     def linked_outside(self, src: int, dst: int) -> bool:
-        """Whether a path leaves region `src` and reaches region `dst` through other nodes."""
-        last = self.members[dst][-1]  # edges go forward in the block: prune past dst
-        seen: set[int] = set()
-        stack = [r for r in self.successor_regions(src) if r not in (src, dst)]
-        while stack:
-            r = stack.pop()
-            if r in seen or self.members[r][0] > last:
-                continue
-            seen.add(r)
-            for q in self.successor_regions(r):
-                if q == dst:
-                    return True
-                if q != src:
-                    stack.append(q)
+        """Whether a path leaves region `src` and reaches region `dst` through other nodes.
+
+        The path runs through regions other than `src` and `dst` that start before `dst`'s
+        last instruction (edges go forward, so the others are pruned) and ends with an edge
+        from a region that feeds `dst` (a *target*): there is none when `dst` is fed by
+        `src` alone. Two searches meet in the middle, one forwards from `src`, one backwards
+        from the targets, level by level, the smaller frontier taking the next step: a path
+        is found when they meet, and there is none once either has nothing left to visit."""
+        targets = self.pred_roots[dst]
+        if len(targets) <= (src in targets):
+            return False
+        last, lo = self.hi[dst], self.lo
+        succ_roots, pred_roots = self.succ_roots, self.pred_roots
+        ahead = [r for r in succ_roots[src] if r != dst and lo[r] <= last]
+        behind = [t for t in targets if t != src]
+        reached, reaching = set(ahead), set(behind)  # from src; to a target
+        if not reached.isdisjoint(reaching):
+            return True
+        while ahead and behind:
+            if len(ahead) <= len(behind):
+                step: list[int] = []
+                for r in ahead:
+                    for q in succ_roots[r]:
+                        if q not in reached and q != src and q != dst and lo[q] <= last:
+                            if q in reaching:
+                                return True
+                            reached.add(q)
+                            step.append(q)
+                ahead = step
+            else:
+                step = []
+                for r in behind:
+                    for q in pred_roots[r]:
+                        if q == src:
+                            return True
+                        if q not in reaching and q != dst and lo[q] <= last:
+                            if q in reached:
+                                return True
+                            reaching.add(q)
+                            step.append(q)
+                behind = step
         return False
 
-    def successor_regions(self, root: int) -> Iterable[int]:
-        return {self.find(s) for m in self.members[root] for s in self.succ[m]}
+    def regions(self, min_size: int) -> list[list[int]]:
+        """The regions worth outlining: member indices in order, the regions in order."""
+        out = []
+        for r, m in self.members.items():
+            if is_candidate(self.insts[r]) and len(m) >= max(min_size, 1) and any(
+                    self.insts[i].has_trait("elementwise") for i in m):
+                out.append(sorted(m))
+        return sorted(out)
 
 
 def kernel_called(inst: Instruction) -> Function | None:
@@ -187,21 +253,35 @@ def fails(inst: Instruction, module: Module) -> bool:
 
 def block_graph(block: Block, module: Module) -> BlockGraph:
     """Data edges, the order of effects, and each instruction that may fail kept between the
-    same two effects (so that a write, a call or the terminator never crosses a failure)."""
+    same two effects (so that a write, a call or the terminator never crosses a failure).
+
+    An instruction followed by no effect but the block's last instruction gets no edge to
+    it: nothing follows the last instruction, so such an edge links no two regions and
+    moves nothing, and whether the instruction may fail need not be worked out."""
     insts = block.instructions
     pos: dict[Value, int] = {inst: i for i, inst in enumerate(insts)}
     succ: list[list[int]] = [[] for _ in insts]
     for i, inst in enumerate(insts):
-        for v in uses_of(inst):
+        fed: set[int] = set()
+        for v in inst.operands:  # nested values included
+            if isinstance(v, LiteralValue):
+                continue
             j = pos.get(v)
-            if j is not None and i not in succ[j]:
+            if j is not None and j not in fed:
+                fed.add(j)
                 succ[j].append(i)
-    effects = [i for i, inst in enumerate(insts) if has_effects(inst)]
+    effectful = [has_effects(inst) for inst in insts]
+    effects = [i for i, e in enumerate(effectful) if e]
     for a, b in itertools.pairwise(effects):
         succ[a].append(b)
+    last = len(insts) - 1
     for i, inst in enumerate(insts):
-        if not has_effects(inst) and fails(inst, module):
-            k = bisect.bisect(effects, i)
+        if effectful[i]:
+            continue
+        k = bisect.bisect(effects, i)
+        if k == 0 and (not effects or effects[0] == last):
+            continue
+        if fails(inst, module):
             if k > 0:
                 succ[effects[k - 1]].append(i)
             if k < len(effects):
@@ -222,10 +302,7 @@ def find_regions(block: Block, module: Module, uses: dict[Value, list[Instructio
             if j is not None and is_candidate(graph.insts[j]) and \
                     may_join(inst, graph.insts[j], uses):
                 graph.merge(j, i)
-    regions = [m for r, m in graph.members.items()
-               if is_candidate(graph.insts[r]) and len(m) >= max(min_size, 1)
-               and any(graph.insts[i].has_trait("elementwise") for i in m)]
-    return graph, sorted(regions)
+    return graph, graph.regions(min_size)
 
 
 # ---------------------------------------------------------------- outlining
@@ -240,13 +317,13 @@ class Region:
 
 def describe_region(insts: list[Instruction], uses: dict[Value, list[Instruction]]) -> Region:
     inside = set(insts)
-    inputs: list[Value] = []
+    inputs: dict[Value, None] = {}  # in order of first use
     for inst in insts:
         for v in uses_of(inst):
-            if isinstance(v, Argument | Instruction) and v not in inside and v not in inputs:
-                inputs.append(v)
+            if isinstance(v, Argument | Instruction) and v not in inside:
+                inputs[v] = None
     outputs = [i for i in insts if any(u not in inside for u in uses.get(i, ()))]
-    return Region(insts, inputs, outputs)
+    return Region(insts, list(inputs), outputs)
 
 
 def epilogue_of(region: Region, uses: dict[Value, list[Instruction]]) -> Instruction | None:
@@ -258,13 +335,22 @@ def epilogue_of(region: Region, uses: dict[Value, list[Instruction]]) -> Instruc
     return max(dots, key=lambda d: d.index(), default=None)
 
 
-def kernel_name(fn: Function, taken: set[str]) -> str:
-    stem = fn.name or "function"
-    n = 0
-    while f"{stem}_kernel{n}" in taken:
-        n += 1
-    taken.add(f"{stem}_kernel{n}")
-    return f"{stem}_kernel{n}"
+class KernelNames:
+    """`@<function>_kernel<N>` with the first N free among the module's names. Names are
+    only ever taken, so the search for a stem goes on from where it last stopped."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = taken
+        self.next: dict[str, int] = {}
+
+    def new(self, fn: Function) -> str:
+        stem = fn.name or "function"
+        n = self.next.get(stem, 0)
+        while f"{stem}_kernel{n}" in self.taken:
+            n += 1
+        self.next[stem] = n + 1
+        self.taken.add(f"{stem}_kernel{n}")
+        return f"{stem}_kernel{n}"
 
 
 def make_kernel(region: Region, name: str, module: Module) -> Function:
@@ -326,7 +412,7 @@ def schedule(graph: BlockGraph, regions: list[list[int]], keys: list[float]) -> 
     return order
 
 
-def outline_function(fn: Function, module: Module, taken: set[str],
+def outline_function(fn: Function, module: Module, names: KernelNames,
                      min_size: int) -> list[Function]:
     """Outline the regions of every block of `fn`; returns the new kernels."""
     uses = users(fn)
@@ -346,8 +432,7 @@ def outline_function(fn: Function, module: Module, taken: set[str],
             dot = epilogue_of(region, uses)
             keys.append(dot.index() + 0.5 if dot is not None else float(members[-1]))
         order = schedule(graph, regions, keys)
-        for inst in list(block.instructions):
-            block.remove(inst)
+        block.clear()
         b = Builder(module)
         b.position_at_end(block)
         for n in order:
@@ -355,7 +440,7 @@ def outline_function(fn: Function, module: Module, taken: set[str],
                 block.append(graph.insts[n])
                 continue
             region = described[n[0]]
-            kernel = make_kernel(region, kernel_name(fn, taken), module)
+            kernel = make_kernel(region, names.new(fn), module)
             module.add_function(kernel, module.functions.index(fn) + 1 + len(kernels))
             kernels.append(kernel)
             mapping.update(call_kernel(b, kernel, region))

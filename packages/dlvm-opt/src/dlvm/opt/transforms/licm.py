@@ -46,7 +46,7 @@ from dlvm.ir import (
 from dlvm.ir.analysis import Loop, LoopInfo, SideEffects
 from dlvm.ir.types import EnumDecl, StructDecl
 
-from .cfg_canonicalize import make_preheader
+from .cfg_canonicalize import BlockNames, make_preheader
 
 # Pure instructions that cannot fail when every type involved is static (the type rules then
 # check shapes, constant indices and broadcasting); see `may_fail` for the exceptions.
@@ -72,8 +72,9 @@ class LoopInvariantCodeMotion(FunctionPass):
         # Preheaders first, from one snapshot, for the loops with something to hoist.
         need = [lp for lp in reversed(info.loops)
                 if lp.preheader is None and plan(lp, effects, module)]
+        names = BlockNames(fn)
         for loop in need:
-            make_preheader(fn, loop, info.cfg)
+            make_preheader(fn, loop, info.cfg, names)
         if need:
             ctx.stat("preheaders created", len(need))
             info = fn.analysis(LoopInfo)
@@ -86,7 +87,7 @@ class LoopInvariantCodeMotion(FunctionPass):
             if not moved:
                 continue
             if loop.preheader is None:  # possible only once inner loops were hoisted (rare)
-                make_preheader(fn, loop)
+                make_preheader(fn, loop, names=names)
                 ctx.stat("preheaders created")
                 info = fn.analysis(LoopInfo)
                 loop = info.loop_for(header)
