@@ -25,6 +25,7 @@ Workloads:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -278,10 +279,8 @@ def describe_machine(threads: int) -> dict[str, Any]:
                 "llvmlite": llvmlite.__version__,
                 "llvm": ".".join(map(str, llvm.llvm_version_info))}
     for name in ("torch", "jax", "onnxruntime"):
-        try:
+        with contextlib.suppress(ImportError):
             versions[name] = __import__(name).__version__
-        except ImportError:
-            pass
     return {"cpu": cpu, "cores": os.cpu_count(), "threads": threads,
             "host_cpu": llvm.get_host_cpu_name(), "system": platform.platform(),
             "versions": versions}

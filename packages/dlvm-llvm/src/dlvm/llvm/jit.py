@@ -5,11 +5,11 @@ Code is optimized with LLVM's O3 pipeline for the host CPU (its vector width and
 emitted as an object file, and loaded into an MCJIT engine — so the same bytes can be kept
 in the disk cache and loaded again without running LLVM at all.
 
-The cache (`$DLVM_CACHE_DIR`, default `~/.cache/dlvm/llvm-cpu`) holds one object file and one
-JSON description per key; the key hashes the module's text, the function and argument
-types, the CPU's name and features, and the versions of dlvm-llvm and LLVM. Files are
-written to a temporary name and renamed, so processes that compile at once never read half
-a file; a damaged entry is ignored and rewritten.
+The cache (`$DLVM_CACHE_DIR/llvm-cpu`, by default `~/.cache/dlvm/llvm-cpu`) holds one
+object file and one JSON description per key; the key hashes the module's text, the
+function and argument types, the CPU's name and features, and the versions of dlvm-llvm and
+LLVM. Files are written to a temporary name and renamed, so processes that compile at once
+never read half a file; a damaged entry is ignored and rewritten.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ def exec_(
         "--output", "-o", metavar="OUT.npz",
         help="Write results as out0, out1, … here ('-': the .npz to stdout).")] = None,
     seed: Annotated[int | None, typer.Option(
-        "--seed", metavar="N", help="Seed for 'random' (target interp only).")] = None,
+        "--seed", metavar="N",
+        help="Seed for 'random' (targets with a seed option: interp, llvm-cpu).")] = None,
     max_steps: Annotated[int | None, typer.Option(
         "--max-steps", metavar="N",
         help="Stop a call after N instructions (target interp only).")] = None,
