@@ -44,6 +44,13 @@ try:
         config.available_features.add("blas")
 except ImportError:
     pass
+# PTX generation, when dlvm-llvm-gpu is installed (no GPU needed).
+try:
+    import dlvm.llvm_gpu  # noqa: F401
+
+    config.available_features.add("nvptx")
+except ImportError:
+    pass
 if shutil.which("ptxas"):
     config.available_features.add("ptxas")
 if shutil.which("nvidia-smi"):

@@ -9,7 +9,6 @@ code stops with an error too.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -17,88 +16,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dlvm.ir as ir
-from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.strategies import loop_programs
-from dlvm.ir.types import ArrayType, TensorType, TupleType, Type
+from dlvm.ir.testing import assert_agree as agree
+from dlvm.ir.testing import callable_functions, corpus
+from dlvm.ir.testing import check_same as compare
+from dlvm.ir.testing import random_argument as argument
 
 ROOT = Path(__file__).resolve().parents[3]
-CORPUS = sorted([*ROOT.glob("integration-tests/lit/**/*.dl"), *ROOT.glob("examples/**/*.dl")])
-TOLERANCE = {16: (1e-2, 1e-3), 32: (1e-5, 1e-6), 64: (1e-12, 1e-14)}
-DYNAMIC = 3  # the size a `_` dimension gets
 
 
 def programs() -> list[Path]:
-    out = []
-    for path in CORPUS:
-        if "Output" in path.parts:
-            continue
-        try:
-            ir.verify(ir.parse_file(str(path)))
-        except ir.DlvmError:
-            continue  # a file of the corpus of errors
-        out.append(path)
-    return out
-
-
-def argument(t: Type, module: ir.Module, rng: np.random.Generator) -> Any:
-    """A random value of type `t`, in ranges every instruction of the corpus accepts."""
-    t = module.resolve(t)
-    if isinstance(t, TupleType):
-        return tuple(argument(e, module, rng) for e in t.elements)
-    if isinstance(t, ArrayType):
-        return tuple(argument(t.element, module, rng) for _ in range(t.count))
-    assert isinstance(t, TensorType)
-    shape = tuple(DYNAMIC if d is None else d for d in t.shape)
-    dtype = numpy_dtype(t.dtype)
-    if t.dtype.is_float:
-        return rng.uniform(0.2, 1.5, shape).astype(dtype)
-    if t.dtype.is_bool:
-        return rng.random(shape) < 0.5
-    return rng.integers(1, 4, shape).astype(dtype)
-
-
-def crosses_to_python(t: Type, module: ir.Module) -> bool:
-    t = module.resolve(t)
-    if isinstance(t, TensorType):
-        return True
-    if isinstance(t, TupleType):
-        return all(crosses_to_python(e, module) for e in t.elements)
-    if isinstance(t, ArrayType):
-        return crosses_to_python(t.element, module)
-    return False
-
-
-def callable_functions(module: ir.Module) -> list[ir.Function]:
-    return [f for f in module.functions
-            if f.blocks and f.name and "kernel" not in f.attributes
-            and all(crosses_to_python(t, module) for t in (*f.type_.arguments,
-                                                            f.type_.result))]
-
-
-def agree(native: tuple[np.ndarray, ...], oracle: tuple[np.ndarray, ...], what: str) -> None:
-    assert len(native) == len(oracle), what
-    for k, (got, want) in enumerate(zip(native, oracle, strict=True)):
-        assert got.dtype == want.dtype and got.shape == want.shape, (what, k, got, want)
-        if got.dtype.kind == "f":
-            rtol, atol = TOLERANCE[got.dtype.itemsize * 8]
-            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"{what}[{k}]")
-        else:
-            np.testing.assert_array_equal(got, want, err_msg=f"{what}[{k}]")
-
-
-def compare(fn: ir.Function, args: list[Any], native: ir.Executable, oracle: ir.Executable,
-            *, errors: bool = True) -> None:
-    """The same results; and an error where the interpreter has one (unless `errors` is
-    False: optimizations may remove an unused instruction that would have failed)."""
-    what = f"@{fn.name}"
-    try:
-        want = oracle.call(fn.name or "", *args)
-    except ir.ExecutionError:
-        if errors:
-            with pytest.raises(ir.ExecutionError):
-                native.call(fn.name or "", *args)
-        return
-    agree(native.call(fn.name or "", *args), want, what)
+    return corpus(ROOT)
 
 
 @pytest.mark.parametrize("path", programs(), ids=lambda p: str(p.relative_to(ROOT)))

@@ -106,6 +106,12 @@ class Target(ABC):
     @abstractmethod
     def compile(self, module: Module) -> Executable: ...
 
+    @staticmethod
+    def availability() -> str | None:
+        """None when this target can run code on this machine, else why not (a GPU target
+        without a GPU); `dlvm plugins` shows it. Emitting code may work all the same."""
+        return None
+
     def emit(self, module: Module, what: str) -> str | bytes:
         """The module as this target's code: text (`llvm`, `asm`, `ptx`) or bytes (`obj`)."""
         kinds = ", ".join(self.emits) or "nothing"

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .api import compile
+from .diagnostics import DlvmError
 from .parser import parse
+from .runtime import ExecutionError, numpy_dtype
 from .target import Executable
+from .types import ArrayType, TensorType, TupleType, Type
 from .verifier import verify
 
 # The target the helpers compile for: the interpreter, or (to run the interpreter's tests on
@@ -30,14 +35,38 @@ TARGET_ENV = "DLVM_TEST_TARGET"
 
 
 def target_under_test() -> str:
+    """The target's name, as `$DLVM_TEST_TARGET` gives it: `llvm-cpu`, or with options in
+    pipeline syntax, `nvptx{device=host}`."""
     return os.environ.get(TARGET_ENV) or "interp"
+
+
+def target_and_options(text: str) -> tuple[str, dict[str, Any]]:
+    """`name{k=v k=v}` as the name and its options (numbers, booleans or text)."""
+    name, _, rest = text.partition("{")
+    options: dict[str, Any] = {}
+    for item in rest.rstrip("}").replace(",", " ").split():
+        key, _, value = item.partition("=")
+        options[key] = _option_value(value)
+    return name.strip(), options
+
+
+def _option_value(text: str) -> Any:
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 @functools.cache
 def executable(text: str, target: str | None = None) -> Executable:
     module = parse(text)
     verify(module)
-    return compile(module, target=target or target_under_test())
+    name, options = target_and_options(target or target_under_test())
+    return compile(module, target=name, **options)
 
 
 def run(text: str, fn: str, *args: object) -> tuple[np.ndarray, ...]:
@@ -117,3 +146,95 @@ func @loss: ({args}) -> {t} {{
 func @dloss: ({args}) -> ({grads}, {t})
 """
     return ('module "mlp"\nstage raw\n' + text) if header else text
+
+
+# ---------------------------------------------------------------- differential testing
+
+# float tolerance by bits: (relative, absolute)
+TOLERANCE = {16: (1e-2, 1e-3), 32: (1e-5, 1e-6), 64: (1e-12, 1e-14)}
+DYNAMIC = 3  # the size a `_` dimension gets in random arguments
+
+
+def corpus(root: Path) -> list[Path]:
+    """The programs of a checkout that verify: the lit suite's and the examples' `.dl`
+    files (the malformed-input files among them are left out)."""
+    from .parser import parse_file
+
+    out = []
+    for path in sorted([*root.glob("integration-tests/lit/**/*.dl"),
+                        *root.glob("examples/**/*.dl")]):
+        if "Output" in path.parts:
+            continue
+        try:
+            verify(parse_file(str(path)))
+        except DlvmError:
+            continue
+        out.append(path)
+    return out
+
+
+def random_argument(t: Type, module: Any, rng: np.random.Generator) -> Any:
+    """A random value of type `t`, in ranges every instruction of the corpus accepts."""
+    t = module.resolve(t)
+    if isinstance(t, TupleType):
+        return tuple(random_argument(e, module, rng) for e in t.elements)
+    if isinstance(t, ArrayType):
+        return tuple(random_argument(t.element, module, rng) for _ in range(t.count))
+    assert isinstance(t, TensorType)
+    shape = tuple(DYNAMIC if d is None else d for d in t.shape)
+    dtype = numpy_dtype(t.dtype)
+    if t.dtype.is_float:
+        return rng.uniform(0.2, 1.5, shape).astype(dtype)
+    if t.dtype.is_bool:
+        return rng.random(shape) < 0.5
+    return rng.integers(1, 4, shape).astype(dtype)
+
+
+def crosses_to_python(t: Type, module: Any) -> bool:
+    """Whether values of `t` can be passed from and to Python (tensors and tuples of them)."""
+    t = module.resolve(t)
+    if isinstance(t, TensorType):
+        return True
+    if isinstance(t, TupleType):
+        return all(crosses_to_python(e, module) for e in t.elements)
+    if isinstance(t, ArrayType):
+        return crosses_to_python(t.element, module)
+    return False
+
+
+def callable_functions(module: Any) -> list[Any]:
+    """The functions a test can call from Python (not kernels, not declarations)."""
+    return [f for f in module.functions
+            if f.blocks and f.name and "kernel" not in f.attributes
+            and all(crosses_to_python(t, module) for t in (*f.type_.arguments,
+                                                            f.type_.result))]
+
+
+def assert_agree(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...], what: str) -> None:
+    """Same dtypes and shapes; floats within `TOLERANCE`, everything else equal."""
+    assert len(got) == len(want), what
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.dtype == w.dtype and g.shape == w.shape, (what, k, g, w)
+        if g.dtype.kind == "f":
+            rtol, atol = TOLERANCE[g.dtype.itemsize * 8]
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"{what}[{k}]")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"{what}[{k}]")
+
+
+def check_same(fn: Any, args: list[Any], target: Executable, oracle: Executable, *,
+               errors: bool = True) -> None:
+    """`target` computes what `oracle` does, and fails where it fails (unless `errors` is
+    False: optimizations may remove an unused instruction that would have failed)."""
+    what = f"@{fn.name}"
+    try:
+        want = oracle.call(fn.name or "", *args)
+    except ExecutionError:
+        if errors:
+            try:
+                target.call(fn.name or "", *args)
+            except ExecutionError:
+                return
+            raise AssertionError(f"{what}: the oracle fails, the target does not") from None
+        return
+    assert_agree(target.call(fn.name or "", *args), want, what)

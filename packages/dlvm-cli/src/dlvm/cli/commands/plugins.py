@@ -81,10 +81,22 @@ def describe(reg: Registry) -> dict[str, Any]:
 
 def entry_data(reg: Registry, e: Entry) -> dict[str, Any]:
     """One registration; `plain` says whether its plain name reaches it (no clash lost)."""
-    return {"name": e.name, "qualified_name": e.qualified_name,
+    data = {"name": e.name, "qualified_name": e.qualified_name,
             "plain": reg.entries[e.kind].get(e.name) is e,
             "distribution": e.plugin.distribution, "plugin": e.plugin.name,
             "summary": e.summary, "alias_of": e.alias_of}
+    if e.kind == "target" and e.alias_of is None:
+        data["unavailable"] = unavailable(e)
+    return data
+
+
+def unavailable(e: Entry) -> str | None:
+    """Why a target cannot run code here (its `availability()`), or None."""
+    try:
+        check = getattr(e.load(), "availability", None)
+        return check() if callable(check) else None
+    except Exception as err:  # a broken target is reported, never fatal here
+        return f"{type(err).__name__}: {err}"
 
 
 def print_tables(reg: Registry) -> None:
@@ -121,6 +133,9 @@ def entry_table(reg: Registry, title: str, entries: list[Entry], default: str | 
         table.add_column(column, overflow="fold")
     for e in entries:
         summary = f"alias of {e.alias_of}" if e.alias_of else e.summary
+        why = unavailable(e) if e.kind == "target" and not e.alias_of else None
+        if why:
+            summary = f"{summary} [unavailable: {why}]"
         if e.kind == "instruction" or reg.entries[e.kind].get(e.name) is e:
             name = f"{e.name} (default)" if e.name == default else e.name
         else:  # lost a name clash: reachable by its qualified name only
