@@ -122,6 +122,19 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """Run a benchmark (`nox -s bench -- llvm_cpu`) with DLVM and the peers it compares to."""
+    if not session.posargs:
+        session.error("name a benchmark: nox -s bench -- llvm_cpu (see benchmarks/README.md)")
+    name, *rest = session.posargs
+    session.install(*editable([f"packages/{p}" for p in packages()]), "pip")
+    # PyTorch through pip and pinned: it resolves to the small CPU build on these machines
+    session.run("python", "-m", "pip", "install", "-q", "torch==2.13.0", "jax[cpu]",
+                "onnxruntime", "onnx", success_codes=[0, 1])
+    session.run("python", f"benchmarks/{name.removesuffix('.py')}.py", *rest)
+
+
+@nox.session
 def demo(session: nox.Session) -> None:
     """Install DLVM and run the bundled example."""
     session.install(*editable([f"packages/{name}" for name in packages()]))

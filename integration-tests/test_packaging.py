@@ -41,7 +41,9 @@ def test_metadata_names_the_repository_and_one_test_extra(package: Path) -> None
     meta = project(package)
     assert meta["urls"]["Homepage"] == REPOSITORY
     assert all(url.startswith(REPOSITORY) for url in meta["urls"].values())
-    assert list(meta.get("optional-dependencies", {})) == ["test"]
+    extras = list(meta.get("optional-dependencies", {}))
+    # the tests' extra is `test` everywhere; other extras are features (NVIDIA's libraries)
+    assert "test" in extras and not [e for e in extras if "test" in e and e != "test"]
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)

@@ -187,7 +187,7 @@ def test_nothing_to_do(project: Path) -> None:
 
 def test_an_override_is_named_in_the_error(project: Path) -> None:
     (project / "pipeline.toml").write_text(VALID)
-    done = dlvm("run", project / "pipeline.toml", "--set", "target.name=nvptx")
+    done = dlvm("run", project / "pipeline.toml", "--set", "target.name=tpu")
     assert done.returncode == 1
     assert done.stderr.startswith("--set target.name: error: target.name:")
 

@@ -8,7 +8,7 @@ import pytest
 import dlvm.ir as ir
 from dlvm.ad import Generator
 from dlvm.ad.testing import check_gradient, check_tangent
-from dlvm.ir.testing import target_under_test
+from dlvm.ir.testing import compile_for_test
 
 POWER_LOOP = """
 module "loop"
@@ -59,7 +59,7 @@ def test_checkpointing_shrinks_the_tape_and_keeps_the_gradient() -> None:
         generator.run()
         ir.verify(module)
         counts[checkpoint] = generator.tape_values
-        exe = ir.compile(module, target_under_test())
+        exe = compile_for_test(module)
         grad = exe.call("dp", np.float64(0.7), np.int64(5))[0]
         expected = check_gradient(POWER_LOOP, "p", "dp", [np.float64(0.7), np.int64(5)])[0]
         np.testing.assert_allclose(grad, expected, rtol=1e-12)
@@ -202,7 +202,7 @@ func @d3: (f64) -> (f64)
 
 def test_third_order_derivatives() -> None:
     # f = sin·exp: f' = eˣ(sin + cos), f'' = 2eˣ cos, f''' = 2eˣ(cos − sin)
-    exe = ir.compile(ir.parse(HIGHER), target_under_test())
+    exe = compile_for_test(ir.parse(HIGHER))
     x = 0.4
     e, s, c = np.exp(x), np.sin(x), np.cos(x)
     np.testing.assert_allclose(exe.call("d1", np.float64(x))[0], e * (s + c), rtol=1e-12)
@@ -255,7 +255,7 @@ func @df: (f64) -> (f64)
 
 def test_a_second_derivative_of_a_recursive_function() -> None:
     text = CALLS + "\n[gradient @dr from 0 wrt 0]\nfunc @ddr: (f64, i64) -> (f64)\n"
-    exe = ir.compile(ir.parse(text), target_under_test())
+    exe = compile_for_test(ir.parse(text))
     x, h = 0.9, 1e-5
     numeric = (exe.call("dr", np.float64(x + h), np.int64(2))[0]
                - exe.call("dr", np.float64(x - h), np.int64(2))[0]) / (2 * h)

@@ -8,7 +8,7 @@ import pytest
 
 import dlvm.ir as ir
 from dlvm.ad.testing import check_gradient, check_tangent
-from dlvm.ir.testing import mlp_cross_entropy, target_under_test
+from dlvm.ir.testing import compile_for_test, mlp_cross_entropy
 
 RNG = np.random.default_rng(7)
 
@@ -100,7 +100,7 @@ def test_softmax_cross_entropy_mlp() -> None:
 
 
 def test_gradient_descent_on_the_mlp_lowers_the_loss() -> None:
-    exe = ir.compile(ir.parse(MLP), target_under_test())
+    exe = compile_for_test(ir.parse(MLP))
     x = rand(32, 4)
     labels = np.argmax(x @ rand(4, 3), axis=1)  # learnable: a linear rule
     y = np.eye(3)[labels]
@@ -135,7 +135,7 @@ func @hvp: (<3 x f64>, f64, <3 x f64>) -> (<3 x f64>)
 
 
 def test_gradient_of_a_gradient_is_a_hessian_vector_product() -> None:
-    exe = ir.compile(ir.parse(HVP), target_under_test())
+    exe = compile_for_test(ir.parse(HVP))
     x, v = rand(3), rand(3)
     # f = Σ x sin x: H = diag(2 cos x − x sin x)
     expected = (2 * np.cos(x) - x * np.sin(x)) * v

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import dlvm.ir as ir
 from dlvm.ad.testing import check_gradient, check_tangent
 from dlvm.ir.strategies import branch_and_loop, loop_programs
-from dlvm.ir.testing import target_under_test
+from dlvm.ir.testing import compile_for_test
 
 V = "<3 x f64>"
 # Steps of a chain on %cur, each with its math: safe everywhere (no poles, bounded growth).
@@ -98,5 +98,5 @@ def test_random_control_flow_graphs(text: str, x: float, y: float, n: int, k: in
     for pipeline in ["differentiation", "differentiation{checkpoint=true}"]:
         module = ir.parse(text)
         ir.run_passes(module, pipeline)
-        results.append(ir.compile(module, target_under_test()).call("df", *args, seed))
+        results.append(compile_for_test(module).call("df", *args, seed))
     np.testing.assert_allclose(results[1], results[0], rtol=1e-12)

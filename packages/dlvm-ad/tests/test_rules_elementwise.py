@@ -15,7 +15,7 @@ from dlvm.ad import DifferentiationError
 from dlvm.ad.rules import ADJOINTS, NONDIFFERENTIABLE, TANGENTS, elementwise
 from dlvm.ad.testing import check_gradient, check_tangent
 from dlvm.ir.instructions.elementwise import NUMERIC_BINARY, UNARY
-from dlvm.ir.testing import target_under_test
+from dlvm.ir.testing import compile_for_test
 
 Shape = tuple[int, ...]
 Sampler = Callable[[np.random.Generator, Shape], np.ndarray]
@@ -109,8 +109,8 @@ def test_unary_f32_matches_f64(op: str) -> None:
     results = []
     for dtype in ("f32", "f64"):
         t = ty((6,), dtype)
-        exe = ir.compile(ir.parse(module([("x", t)], [f"%r = {op} %x: {t}"], "r", t, [0],
-                                         "gradient")), target=target_under_test())
+        exe = compile_for_test(ir.parse(module([("x", t)], [f"%r = {op} %x: {t}"], "r", t,
+                                               [0], "gradient")))
         np_dtype = np.float32 if dtype == "f32" else np.float64
         (dx,) = exe.call("df", x.astype(np_dtype), seed.astype(np_dtype))
         assert dx.dtype == np_dtype
@@ -130,7 +130,7 @@ def test_zero_derivative_is_zero(op: str) -> None:
 def test_digamma_is_not_differentiable(mode: str) -> None:
     text = module([("x", "f64")], ["%r = digamma %x: f64"], "r", "f64", [0], mode)
     with pytest.raises((ir.PassError, DifferentiationError), match="trigamma"):
-        ir.compile(ir.parse(text), target=target_under_test())
+        compile_for_test(ir.parse(text))
 
 
 # ------------------------------------------------------------------ binary
@@ -208,7 +208,7 @@ def test_binary_with_literal(op: str, lhs: str, rhs: str, mode: str) -> None:
 def test_min_max_ties_go_to_the_left_operand(op: str, expected: tuple[float, float]) -> None:
     text = module([("x", "f64"), ("y", "f64")], [f"%r = {op} %x: f64, %y: f64"], "r", "f64",
                   [0, 1], "gradient")
-    exe = ir.compile(ir.parse(text), target=target_under_test())
+    exe = compile_for_test(ir.parse(text))
     dx, dy = exe.call("df", np.float64(1.5), np.float64(1.5), np.float64(1.0))
     assert (float(dx), float(dy)) == expected
 
@@ -257,7 +257,7 @@ def test_cast_float_to_float(mode: str) -> None:
     lines = [f"%a = dataTypeCast %x: {t64} to f32", f"%s = square %a: {t32}",
              f"%r = dataTypeCast %s: {t32} to f64"]
     text = module([("x", t64)], lines, "r", t64, [0], mode)
-    exe = ir.compile(ir.parse(text), target=target_under_test())
+    exe = compile_for_test(ir.parse(text))
     x, v = np.array([0.5, -1.25, 2.0]), np.array([1.0, -2.0, 0.5])
     fn = "df" if mode == "gradient" else "tf"
     (out,) = exe.call(fn, x, v)
@@ -334,7 +334,7 @@ def test_random_compositions(expr: tuple, seed: int, mode: str) -> None:  # type
     text = module([("x", ty((3,))), ("y", "f64")], lines, out, ty(shape), [0, 1], mode)
     args = [rng.uniform(-1.2, 1.2, 3), rng.uniform(-1.2, 1.2, ())]
     # Finite differences of ⟨seed, f⟩ lose all precision next to huge outputs (exp of exp …).
-    primal = ir.compile(ir.parse(text), target=target_under_test()).call("f", *args)
+    primal = compile_for_test(ir.parse(text)).call("f", *args)
     assume(bool(np.all(np.abs(primal) < 1e3)))
     if mode == "gradient":
         check_gradient(text, "f", "df", args, rtol=1e-4, atol=1e-6)

@@ -16,7 +16,7 @@ import pytest
 import dlvm.ir as ir
 from dlvm.ad.rules import ADJOINTS, TANGENTS
 from dlvm.ad.testing import check_gradient, check_tangent
-from dlvm.ir.testing import target_under_test
+from dlvm.ir.testing import compile_for_test
 
 Shape = tuple[int, ...]
 Sampler = Callable[[np.random.Generator, Shape], np.ndarray]
@@ -333,7 +333,7 @@ def test_f32_matches_f64(id: str) -> None:
     rng = np.random.default_rng(5)
     args = case.args or [case.sampler(rng, shape) for _, _, shape in case.params]
     text = module(case, "gradient")
-    out = ir.compile(ir.parse(text), target=target_under_test()).call("f", *args)[0]
+    out = compile_for_test(ir.parse(text)).call("f", *args)[0]
     seed = rng.standard_normal(np.shape(out))
     wide = gradient(text, *args, seed)
     narrow = gradient(text.replace("f64", "f32"), *(np.float32(a) for a in (*args, seed)))
@@ -352,7 +352,7 @@ def test_every_tensor_op_has_both_rules() -> None:
 # ------------------------------------------------------------------ exact values
 
 def gradient(text: str, *args: np.ndarray) -> tuple[np.ndarray, ...]:
-    return tuple(ir.compile(ir.parse(text), target=target_under_test()).call("df", *args))
+    return tuple(compile_for_test(ir.parse(text)).call("df", *args))
 
 
 @pytest.mark.parametrize("comb", ["max", "min"])
@@ -428,7 +428,7 @@ def test_not_differentiable(case: Case, mode: str) -> None:
         return
     text = module(case, mode) + COMBINE
     with pytest.raises(ir.PassError, match="not differentiable"):
-        ir.compile(ir.parse(text), target=target_under_test())
+        compile_for_test(ir.parse(text))
 
 
 def test_bit_cast_to_integers_has_no_derivative() -> None:

@@ -8,28 +8,18 @@ pytest, which reports each failure by name.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from dlvm.ir.testing import SPEC_SUITES, run_spec_suite, spec_suite_files
+
 ROOT = Path(__file__).resolve().parents[3]
-SUITES = {
-    "interpreter": sorted(str(p) for p in (ROOT / "packages/dlvm-ir/tests").glob("test_interp_*.py")),
-    "gradients": [str(ROOT / "packages/dlvm-ad/tests" / name) for name in (
-        "test_programs.py", "test_control_flow.py", "test_aggregates.py", "test_extension.py")],
-}
 
 
-@pytest.mark.parametrize("suite", sorted(SUITES))
+@pytest.mark.parametrize("suite", sorted(SPEC_SUITES))
 def test_the_suite_passes_on_llvm_cpu(suite: str) -> None:
-    paths = [p for p in SUITES[suite] if Path(p).exists()]
-    if not paths:
+    if not spec_suite_files(ROOT, suite):
         pytest.skip(f"the {suite} tests are not in this checkout")
-    env = {**os.environ, "DLVM_TEST_TARGET": "llvm-cpu"}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-x", *paths], env=env, cwd=ROOT, capture_output=True, text=True,
-                         timeout=1500)
+    run = run_spec_suite(ROOT, suite, "llvm-cpu")
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]

@@ -16,7 +16,7 @@ import numpy as np
 
 import dlvm.ir as ir
 from dlvm.ir.derivatives import differentiated_output, wrt_indices
-from dlvm.ir.testing import target_under_test
+from dlvm.ir.testing import compile_for_test
 
 
 def _decl(module: ir.Module, name: str) -> tuple[ir.Function, ir.DerivativeDecl]:
@@ -54,7 +54,7 @@ def check_gradient(text: str | ir.Module, f: str, df: str, args: Sequence[np.nda
     _fn, decl = _decl(module, df)
     of = decl.of
     assert isinstance(of, ir.Function)
-    exe = ir.compile(module, target=target or target_under_test())
+    exe = compile_for_test(module, target)
     args = [np.asarray(a) for a in args]
     out_index = decl.from_index or 0
     primal = exe.call(f, *args)
@@ -93,7 +93,7 @@ def check_tangent(text: str | ir.Module, f: str, tf: str, args: Sequence[np.ndar
     _fn, decl = _decl(module, tf)
     of = decl.of
     assert isinstance(of, ir.Function)
-    exe = ir.compile(module, target=target or target_under_test())
+    exe = compile_for_test(module, target)
     args = [np.asarray(a, dtype=np.asarray(a).dtype) for a in args]
     wrt = wrt_indices(decl, of.type_)
     out_index = decl.from_index or 0

@@ -61,12 +61,18 @@ def _option_value(text: str) -> Any:
     return text
 
 
+def compile_for_test(module: Any, target: str | None = None) -> Executable:
+    """`module` compiled for `target` (in `name{k=v}` form), by default the one under
+    test."""
+    name, options = target_and_options(target or target_under_test())
+    return compile(module, target=name, **options)
+
+
 @functools.cache
 def executable(text: str, target: str | None = None) -> Executable:
     module = parse(text)
     verify(module)
-    name, options = target_and_options(target or target_under_test())
-    return compile(module, target=name, **options)
+    return compile_for_test(module, target)
 
 
 def run(text: str, fn: str, *args: object) -> tuple[np.ndarray, ...]:
@@ -238,3 +244,31 @@ def check_same(fn: Any, args: list[Any], target: Executable, oracle: Executable,
             raise AssertionError(f"{what}: the oracle fails, the target does not") from None
         return
     assert_agree(target.call(fn.name or "", *args), want, what)
+
+
+# ---------------------------------------------------------------- the spec suites on a target
+
+# Test files that state DLVM's semantics through `executable`/`run`: the interpreter's
+# instruction by instruction, and dlvm-ad's derivatives against finite differences.
+SPEC_SUITES = {
+    "interpreter": ("packages/dlvm-ir/tests", "test_interp_*.py"),
+    "gradients": ("packages/dlvm-ad/tests", "test_programs.py", "test_control_flow.py",
+                  "test_aggregates.py", "test_extension.py"),
+}
+
+
+def spec_suite_files(root: Path, suite: str) -> list[str]:
+    folder, *patterns = SPEC_SUITES[suite]
+    return sorted({str(p) for pattern in patterns for p in (root / folder).glob(pattern)})
+
+
+def run_spec_suite(root: Path, suite: str, target: str, timeout: float = 1500) -> Any:
+    """Run a spec suite in a child pytest with `$DLVM_TEST_TARGET` set to `target`; the
+    completed process (its output names each failure)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, TARGET_ENV: target}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-x", *spec_suite_files(root, suite)], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,160 @@
+"""Launch plans compute what the interpreter computes: on the host emulation (every machine)
+the same regions, kernels (with their index arithmetic and grid-stride loops), memory pool
+and scheduling run as on a GPU, with the kernels compiled for the CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dlvm.ir as ir
+from dlvm.ir.strategies import loop_programs
+from dlvm.ir.testing import (
+    assert_agree,
+    callable_functions,
+    check_same,
+    corpus,
+    mlp_cross_entropy,
+    random_argument,
+)
+from dlvm.llvm_gpu import DeviceArray
+from dlvm.llvm_gpu.target import NVPTXExecutable
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def emulated(module: ir.Module, **options: object) -> NVPTXExecutable:
+    exe = ir.compile(module, "nvptx", device="host", **options)
+    assert isinstance(exe, NVPTXExecutable)
+    return exe
+
+
+@pytest.mark.parametrize("path", corpus(ROOT), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_corpus_computes_the_same(path: Path) -> None:
+    module = ir.parse_file(str(path))
+    oracle = ir.compile(module, "interp", max_steps=200_000)
+    oracle2 = ir.compile(module, "interp", max_steps=200_000)
+    plain = emulated(module, passes="", max_steps=200_000)
+    fused = emulated(module, max_steps=200_000)  # after O3: fused kernels
+    rng = np.random.default_rng(0)
+    for fn in callable_functions(oracle.module):
+        args = [random_argument(t, oracle.module, rng) for t in fn.type_.arguments]
+        check_same(fn, args, plain, oracle)
+        check_same(fn, args, fused, oracle2, errors=False)
+
+
+def test_the_mlp_gradient_runs_in_kernels_with_its_data_on_the_device() -> None:
+    text = mlp_cross_entropy(batch="_", inputs=6, hidden=5, outputs=4)
+    module = ir.parse(text)
+    oracle = ir.compile(module, "interp")
+    exe = emulated(module)
+    rng = np.random.default_rng(1)
+    fn = exe.module.function("dloss") or exe.module.function("df")
+    assert fn is not None, [f.name for f in exe.module.functions]
+    args = [random_argument(t, exe.module, rng) for t in fn.type_.arguments]
+    assert_agree(exe.call(fn.name, *args), oracle.call(fn.name, *args), fn.name or "")
+    stats = exe.plan.stats
+    assert stats["launches"] > 0 and stats["regions compiled"] > 0
+    assert stats["downloads"] == 0, stats  # nothing came back to the host on the way
+
+
+
+
+@pytest.mark.parametrize("steps", [0, 1, 7])
+def test_a_loop_and_its_tape_keep_tensors_on_the_device(steps: int, rnn_text: str) -> None:
+    module = ir.parse(rnn_text)
+    oracle = ir.compile(module, "interp")
+    exe = emulated(module)
+    rng = np.random.default_rng(2)
+    w = (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)
+    h = rng.standard_normal((4, 8)).astype(np.float32)
+    for name in ("rnn", "drnn"):
+        assert_agree(exe.call(name, w, h, np.int64(steps)),
+                     oracle.call(name, w, h, np.int64(steps)), name)
+    # only scalars computed on the host (the counter, the condition) ran there; no tensor
+    # came back from the device until the results
+    assert exe.plan.stats["downloads"] == 0, exe.plan.stats
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=loop_programs(), x=st.floats(0.2, 1.5), y=st.floats(0.2, 1.5),
+       n=st.integers(0, 4), k=st.integers(-2, 3))
+def test_random_programs_with_loops_and_gradients(text: str, x: float, y: float, n: int,
+                                                  k: int) -> None:
+    text += ("\n[gradient @f wrt 0, 1]\nfunc @df: (f64, f64, i64, i64) -> (f64, f64)\n"
+             "[tangent @f wrt 0]\nfunc @tf: (f64, f64, i64, i64, f64) -> (f64)\n")
+    module = ir.parse(text, "random.dl")
+    oracle = ir.compile(module, "interp", max_steps=100_000)
+    exe = emulated(module, passes="", max_steps=100_000)  # O3 would drop a failing dead value
+    for name, args in (("f", [x, y, n, k]), ("df", [x, y, n, k]), ("tf", [x, y, n, k, 1.0])):
+        fn = oracle.module.function(name)
+        assert fn is not None
+        check_same(fn, args, exe, oracle)
+
+
+ERRORS = """
+func @divide: (<5 x i32>, <5 x i32>) -> <5 x i32> {
+'entry(%a: <5 x i32>, %b: <5 x i32>):
+    %q = divide %a: <5 x i32>, %b: <5 x i32>
+    return %q: <5 x i32>
+}
+
+func @sizes: (<_ x f32>, <_ x f32>) -> <_ x f32> {
+'entry(%a: <_ x f32>, %b: <_ x f32>):
+    %s = add %a: <_ x f32>, %b: <_ x f32>
+    return %s: <_ x f32>
+}
+"""
+
+
+def test_run_time_errors_in_kernels_name_the_instruction() -> None:
+    exe = emulated(ir.parse(ERRORS, "errors.dl"), passes="")
+    a = np.arange(5, dtype=np.int32)
+    with pytest.raises(ir.ExecutionError, match=r"errors\.dl:4:10: 'divide': integer division "
+                                                r"by zero"):
+        exe.call("divide", a, np.array([1, 1, 0, 1, 1], np.int32))
+    np.testing.assert_array_equal(exe["divide"](a, np.full(5, 2, np.int32)), a // 2)
+    with pytest.raises(ir.ExecutionError, match="cannot be broadcast"):
+        exe.call("sizes", np.ones(3, np.float32), np.ones(4, np.float32))
+
+
+def test_device_arrays_go_in_and_out_without_copies() -> None:
+    text = """
+func @scale: (<_ x f32>) -> <_ x f32> {
+'entry(%x: <_ x f32>):
+    %y = multiply %x: <_ x f32>, 2.0: f32
+    return %y: <_ x f32>
+}
+"""
+    exe = emulated(ir.parse(text))
+    y = exe.call_device("scale", np.arange(4, dtype=np.float32))
+    assert isinstance(y, DeviceArray) and y.shape == (4,)
+    z = exe.call_device("scale", y)  # a device array is an argument as it is
+    np.testing.assert_array_equal(z.numpy(), [0, 4, 8, 12])
+    view = np.from_dlpack(z)  # the emulated device's memory is the host's: no copy
+    np.testing.assert_array_equal(view, [0, 4, 8, 12])
+    assert view.__array_interface__["data"][0] == z.ptr
+
+
+def test_without_a_gpu_the_target_says_so_in_one_line() -> None:
+    from dlvm.llvm_gpu.cuda import available
+
+    if available()[0]:
+        pytest.skip("a GPU is present")
+    with pytest.raises(ir.DlvmError) as e:
+        ir.compile(ir.parse(ERRORS), "nvptx")
+    message = str(e.value)
+    assert "\n" not in message and "device='host'" in message
+
+
+def test_the_options_are_checked() -> None:
+    for options, message in (({"device": "tpu"}, "must be one of cuda, host"),
+                             ({"arch": "sm_5"}, "unknown GPU architecture 'sm_5'"),
+                             ({"dynamic_size": 0}, "dynamic_size")):
+        with pytest.raises(ir.DlvmError, match=message):
+            ir.registry().make_target("nvptx", **options)

@@ -1,0 +1,202 @@
+"""PTX for every instruction and every program, accepted by NVIDIA's assembler.
+
+LLVM aborts the process on an intrinsic the NVPTX back end cannot select, so code is
+generated in child processes: an abort fails a test instead of ending the run. `ptxas`
+(on the PATH of this project's machines) then assembles each PTX file for its
+architecture; without it these tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dlvm.ir.testing import corpus
+from dlvm.llvm_gpu import nvptx
+
+ROOT = Path(__file__).resolve().parents[3]
+needs_ptxas = pytest.mark.skipif(nvptx.ptxas_path() is None,
+                                 reason="ptxas (NVIDIA's PTX assembler) is not on the PATH")
+
+EVERY_INSTRUCTION = textwrap.dedent('''
+    import json, sys
+    import dlvm.ir as ir
+    from dlvm.ir.opdef import OPS
+    from dlvm.ir.types import TensorType, parse_data_type
+    from llvmlite import ir as ll
+    from dlvm.llvm.scalar import SCALAR
+    from dlvm.llvm_gpu import nvptx
+    from dlvm.llvm_gpu.kernels import NVPTXFlavour, RegionBuilder
+
+    arch, dtype_name, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    dtype = parse_data_type(dtype_name)
+    module = ll.Module(name="every")
+    flavour = NVPTXFlavour(libdevice=nvptx.libdevice_path() is not None)
+    names, skipped = [], []
+    t = f"<33 x 5 x {dtype_name}>"
+    b = "<33 x 5 x bool>"
+    bodies = {}
+    for op in sorted(SCALAR):
+        d = OPS.get(op)
+        if d is None or "elementwise" not in d.traits:
+            continue
+        if op in ("select",):
+            bodies[op] = (f"({t}, {t}, {b}) -> {t}", f"%r = select %a: {t}, %b: {t} by %m: {b}")
+        elif op == "dataTypeCast":
+            for target in ("i8", "i32", "i64", "f16", "f32", "f64", "bool"):
+                bodies[f"cast_{target}"] = (f"({t}) -> <33 x 5 x {target}>",
+                                            f"%r = dataTypeCast %a: {t} to {target}")
+        elif op in ("not", "and", "or"):
+            continue  # bool only: compiled with the compares below
+        elif len(d.value_fields) == 1:
+            bodies[op] = (f"({t}) -> {t}", f"%r = {op} %a: {t}")
+        else:
+            result = b if op in ("lessThan", "lessThanOrEqual", "greaterThan",
+                                 "greaterThanOrEqual", "equal", "notEqual") else t
+            bodies[op] = (f"({t}, {t}) -> {result}", f"%r = {op} %a: {t}, %b: {t}")
+    bodies["logic"] = (f"({b}, {b}) -> {b}",
+                       f"%x = and %m: {b}, %n: {b}\\n    %y = or %x: {b}, %m: {b}\\n"
+                       f"    %r = not %y: {b}")
+    for comb in ("add", "multiply", "max", "min"):
+        bodies[f"reduce_{comb}"] = (f"({t}) -> <33 x {dtype_name}>",
+                                    f"%r = reduce %a: {t} by {comb} init 1: {dtype_name} along 1")
+        bodies[f"reduce_all_{comb}"] = (f"(<70000 x {dtype_name}>) -> {dtype_name}",
+                                        f"%r = reduce %a: <70000 x {dtype_name}> by {comb} "
+                                        f"init 1: {dtype_name}")
+    for name, (sig, line) in bodies.items():
+        args, result = sig.split(" -> ")
+        names_ = ["%a", "%b", "%m"] if name == "select" else (
+            ["%m", "%n"] if name == "logic" else ["%a", "%b"])
+        plist = ", ".join(f"{n}: {ty}" for n, ty in zip(names_, args.strip("()").split(", ")))
+        text = (f"func @k: {sig} {{\\n'entry({plist}):\\n    {line}\\n"
+                f"    return %r: {result}\\n}}\\n")
+        try:
+            m = ir.parse(text)
+            ir.verify(m)
+        except ir.DlvmError as e:  # an instruction this data type does not have
+            skipped.append([name, str(e).splitlines()[0]])
+            continue
+        fn = m.function("k")
+        insts = fn.entry.instructions[:-1]
+        params_ = list(fn.entry.arguments)
+        types = {v: v.type for v in [*params_, *insts]}
+        code = RegionBuilder(f"{name}", insts, params_, [insts[-1]], types,
+                             [False] * len(params_), flavour, module).build()
+        names += code.kernel_names
+    ptx = nvptx.emit_ptx(str(module), arch, names)
+    with open(out, "w") as f:
+        json.dump({"ptx": ptx, "kernels": names, "skipped": skipped}, f)
+''')
+
+
+@needs_ptxas
+@pytest.mark.parametrize("dtype", ["f32", "f64", "f16", "i32", "i64", "i8"])
+@pytest.mark.parametrize("arch", nvptx.ARCHS)
+def test_every_instruction_compiles_for_every_architecture(arch: str, dtype: str,
+                                                           tmp_path: Path) -> None:
+    out = tmp_path / "every.json"
+    run = subprocess.run([sys.executable, "-c", EVERY_INSTRUCTION, arch, dtype, str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]  # an abort inside LLVM shows here
+    data = json.loads(out.read_text())
+    assert len(data["kernels"]) >= 20, data["skipped"]
+    nvptx.ptxas_check(data["ptx"], arch)
+
+
+EMIT_PROGRAMS = textwrap.dedent('''
+    import json, sys
+    import dlvm.ir as ir
+    from dlvm.llvm_gpu import nvptx
+    out, arch, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+    results = {}
+    for path in paths:
+        with open(out + ".progress", "w") as f:
+            f.write(path)  # which program was being compiled, should LLVM abort
+        module = ir.parse_file(path)
+        target = ir.registry().make_target("nvptx", arch=arch)
+        results[path] = target.emit(module, "ptx")
+    with open(out, "w") as f:
+        json.dump(results, f)
+''')
+
+
+@pytest.fixture(scope="module")
+def program_ptx(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    """PTX of every program of the repository, for sm_80 and sm_90, made in child
+    processes."""
+    folder = tmp_path_factory.mktemp("ptx")
+    paths = [str(p) for p in corpus(ROOT)]
+    found: dict[str, dict[str, str]] = {}
+    for arch in ("sm_80", "sm_90"):
+        out = folder / f"{arch}.json"
+        run = subprocess.run([sys.executable, "-c", EMIT_PROGRAMS, str(out), arch, *paths],
+                             capture_output=True, text=True, timeout=900)
+        if run.returncode != 0:
+            progress = Path(str(out) + ".progress")
+            at = progress.read_text() if progress.exists() else "?"
+            pytest.fail(f"PTX generation failed at {at} for {arch}:\n{run.stderr[-4000:]}")
+        found[arch] = json.loads(out.read_text())
+    return found
+
+
+@needs_ptxas
+@pytest.mark.parametrize("path", corpus(ROOT), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_program_compiles_to_ptx_that_ptxas_accepts(
+        path: Path, program_ptx: dict[str, dict[str, str]]) -> None:
+    for arch, ptx_by_path in program_ptx.items():
+        ptx = ptx_by_path[str(path)]
+        assert f".target {arch}" in ptx
+        nvptx.ptxas_check(ptx, arch)
+
+
+GRADIENTS = textwrap.dedent('''
+    import sys
+    import dlvm.ir as ir
+    from dlvm.ir.testing import mlp_cross_entropy
+    from dlvm.llvm_gpu import nvptx
+    text = mlp_cross_entropy(batch="_", inputs=784, hidden=512, outputs=10, dtype="f32")
+    rnn = sys.argv[2]
+    for source in (text, rnn):
+        ptx = ir.registry().make_target("nvptx", arch="sm_90").emit(ir.parse(source), "ptx")
+        nvptx.ptxas_check(ptx, "sm_90")
+        print(ptx.count(".entry"))
+''')
+
+
+@needs_ptxas
+def test_gradients_compile_to_ptx(rnn_text: str) -> None:
+    """The MLP cross-entropy gradient and a recurrent loop's backpropagation through time."""
+    run = subprocess.run([sys.executable, "-c", GRADIENTS, "", rnn_text], capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    counts = [int(x) for x in run.stdout.split()]
+    assert all(c >= 3 for c in counts), counts
+
+
+def test_libdevice_is_found_and_linked_away() -> None:
+    """tanh comes from libdevice, inlined: the PTX calls nothing."""
+    import dlvm.ir as ir
+
+    if nvptx.libdevice_path() is None:
+        pytest.skip("libdevice is not installed (CUDA_HOME, or the nvidia-nvvm wheel)")
+    text = ("func @f: (<256 x f32>) -> <256 x f32> {\n'entry(%x: <256 x f32>):\n"
+            "    %y = tanh %x: <256 x f32>\n    return %y: <256 x f32>\n}\n")
+    llvm_ir = str(ir.registry().make_target("nvptx").emit(ir.parse(text), "llvm"))
+    assert "define ptx_kernel" in llvm_ir and "call float @__nv_tanhf" not in llvm_ir
+    ptx = ir.registry().make_target("nvptx").emit(ir.parse(text), "ptx")
+    assert "call" not in str(ptx) and ".extern" not in str(ptx)
+
+
+def test_unknown_architectures_are_refused_and_new_ones_mapped() -> None:
+    with pytest.raises(nvptx.PTXError, match="unknown GPU architecture 'sm_5'"):
+        nvptx.check_arch("sm_5")
+    assert nvptx.nearest_arch("sm_90") == "sm_90"
+    assert nvptx.nearest_arch("sm_120") == "sm_100"
+    assert nvptx.nearest_arch("sm_87") == "sm_86"
+    with pytest.raises(nvptx.PTXError, match="older than sm_75"):
+        nvptx.nearest_arch("sm_70")
