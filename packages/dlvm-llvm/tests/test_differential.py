@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import dlvm.ir as ir
 from dlvm.ir.strategies import loop_programs
 from dlvm.ir.testing import assert_agree as agree
-from dlvm.ir.testing import callable_functions, corpus
+from dlvm.ir.testing import callable_functions, check_random_program, corpus
 from dlvm.ir.testing import check_same as compare
 from dlvm.ir.testing import random_argument as argument
 
@@ -61,12 +61,4 @@ def test_the_examples_arguments_give_the_same_results() -> None:
        n=st.integers(0, 4), k=st.integers(-2, 3))
 def test_random_programs_with_loops_and_gradients(text: str, x: float, y: float, n: int,
                                                   k: int) -> None:
-    text += ("\n[gradient @f wrt 0, 1]\nfunc @df: (f64, f64, i64, i64) -> (f64, f64)\n"
-             "[tangent @f wrt 0]\nfunc @tf: (f64, f64, i64, i64, f64) -> (f64)\n")
-    module = ir.parse(text, "random.dl")
-    oracle = ir.compile(module, "interp", max_steps=100_000)
-    native = ir.compile(module, "llvm-cpu", passes="")
-    for name, args in (("f", [x, y, n, k]), ("df", [x, y, n, k]), ("tf", [x, y, n, k, 1.0])):
-        fn = oracle.module.function(name)
-        assert fn is not None
-        compare(fn, args, native, oracle)
+    check_random_program(text, x, y, n, k, "llvm-cpu", passes="")

@@ -228,6 +228,22 @@ def assert_agree(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...], what
             np.testing.assert_array_equal(g, w, err_msg=f"{what}[{k}]")
 
 
+def check_random_program(text: str, x: float, y: float, n: int, k: int, target: str,
+                         **options: Any) -> None:
+    """A program of `strategies.loop_programs` (`@f(x, y, n, k)`), its gradient and its
+    tangent compute the same on `target` (made with `options`) as on the interpreter."""
+    text += ("\n[gradient @f wrt 0, 1]\nfunc @df: (f64, f64, i64, i64) -> (f64, f64)\n"
+             "[tangent @f wrt 0]\nfunc @tf: (f64, f64, i64, i64, f64) -> (f64)\n")
+    module = parse(text, "random.dl")
+    oracle = compile(module, "interp", max_steps=100_000)
+    native = compile(module, target=target, **options)
+    for fn_name, args in (("f", [x, y, n, k]), ("df", [x, y, n, k]),
+                          ("tf", [x, y, n, k, 1.0])):
+        fn = oracle.module.function(fn_name)
+        assert fn is not None
+        check_same(fn, args, native, oracle)
+
+
 def check_same(fn: Any, args: list[Any], target: Executable, oracle: Executable, *,
                errors: bool = True) -> None:
     """`target` computes what `oracle` does, and fails where it fails (unless `errors` is

@@ -68,6 +68,18 @@ def is_kernel_instruction(inst: Instruction) -> bool:
     return name in SCALAR
 
 
+def region_operands(inst: Instruction) -> list[Value]:
+    """The values an instruction reads as a region of its own (a reduction's source and
+    init; not the `like` of `unbroadcast`, of which only the shape matters)."""
+    if inst.opcode == "reduce":
+        return [inst.x, inst.init]
+    if inst.opcode == "unbroadcast":
+        return [inst.x]
+    if inst.opcode == "concatenate":
+        return list(inst.xs)
+    return direct_operands(inst)
+
+
 class KernelError(Exception):
     """A region that cannot become a kernel (the plan runs it on the host instead)."""
 
@@ -389,6 +401,7 @@ class RegionBuilder:
         with _loop(b, start, ll.Constant(I64, n), "i", step) as i:
             idx = unflatten(b, i, shape)
             ctx.memo.clear()
+            ctx.flat = (list(idx), shape, i)
             for v in values:
                 k = self.outputs.index(v)
                 x = ctx.value_at(v, idx)
@@ -535,6 +548,9 @@ class KernelContext:
         self.memo: dict[tuple[Value, tuple[int, ...]], ll.Value] = {}
         self.emitter = ScalarEmitter(b, region.math, self.site, self.dtype_of)
         self._shared: ll.GlobalVariable | None = None
+        # (index, shape, flat index) of the element being computed: an input of the
+        # output's shape read at the output's own index needs no index arithmetic
+        self.flat: tuple[list[ll.Value], tuple[int, ...], ll.Value] | None = None
 
     # ------------------------------------------------------------ plumbing
 
@@ -599,6 +615,10 @@ class KernelContext:
             if region.by_value[k]:
                 return arg
             shape = shape_of(t)
+            flat = self.flat
+            if flat is not None and flat[1] == shape and len(idx) == len(flat[0]) and all(
+                    x is y for x, y in zip(idx, flat[0], strict=True)):
+                return self.load(arg, t.dtype, flat[2])  # read where the output is written
             return self.load(arg, t.dtype, linear(b, idx, strides_of(shape)))
         assert isinstance(v, Instruction) and v in region.members, v
         op = v.opcode
@@ -820,10 +840,12 @@ __all__ = ["BLOCK", "F32", "HostFlavour", "KernelError", "Launch", "NVPTXFlavour
 
 
 def gemm_module(name: str, dtype: DataType, batch: int, m: int, n: int, k: int,
-                flavour: Flavour, module: ll.Module | None = None) -> tuple[ll.Module, Launch]:
-    """`C[b] = A[b] · B[b]` for row-major A (m×k), B (k×n), C (m×n), one thread per element
-    of C, summing in order: the GPU's `dot` when no BLAS library serves the data type, and
-    the host emulation's. Parameters: C, A, B."""
+                flavour: Flavour, module: ll.Module | None = None, *, trans_a: bool = False,
+                trans_b: bool = False) -> tuple[ll.Module, Launch]:
+    """`C[b] = A[b] · B[b]` for row-major A (m×k), B (k×n), C (m×n) — A stored as k×m when
+    `trans_a`, B as n×k when `trans_b` — one thread per element of C, summing in order: the
+    GPU's `dot` when no BLAS library serves the data type, and the host emulation's.
+    Parameters: C, A, B."""
     module = module if module is not None else ll.Module(name=name)
     t = scalar_type(dtype)
     et = element_type(dtype)
@@ -843,12 +865,16 @@ def gemm_module(name: str, dtype: DataType, batch: int, m: int, n: int, k: int,
         rest = b.udiv(e, c64(n))
         i = b.urem(rest, c64(m))
         bb = b.udiv(rest, c64(m))
-        a_row = b.add(b.mul(bb, c64(m * k)), b.mul(i, c64(k)))
-        b_col = b.add(b.mul(bb, c64(k * n)), j)
+        # element (i, kk) of A and (kk, j) of B: base + i·si + kk·sk
+        a_base = b.add(b.mul(bb, c64(m * k)), b.mul(i, c64(1 if trans_a else k)))
+        a_step = c64(m if trans_a else 1)
+        b_base = b.add(b.mul(bb, c64(k * n)), b.mul(j, c64(k if trans_b else 1)))
+        b_step = c64(1 if trans_b else n)
         b.store(const_of(t, 0), slot)
         with _loop(b, c64(0), c64(k), "k") as kk:
-            x = b.load(b.gep(fn.args[1], [b.add(a_row, kk)], source_etype=et), typ=et)
-            y = b.load(b.gep(fn.args[2], [b.add(b_col, b.mul(kk, c64(n)))], source_etype=et),
+            x = b.load(b.gep(fn.args[1], [b.add(a_base, b.mul(kk, a_step))], source_etype=et),
+                       typ=et)
+            y = b.load(b.gep(fn.args[2], [b.add(b_base, b.mul(kk, b_step))], source_etype=et),
                        typ=et)
             acc = b.load(slot, typ=t)
             integer = isinstance(t, ll.IntType)

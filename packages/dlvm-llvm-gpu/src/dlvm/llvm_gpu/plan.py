@@ -41,7 +41,6 @@ from dlvm.ir.runtime import (
     numpy_dtype,
 )
 from dlvm.ir.types import TensorType, TupleType, Type
-from dlvm.llvm.kernel import direct_operands
 from dlvm.llvm.specialize import Specializer
 
 from . import nvptx
@@ -54,6 +53,7 @@ from .kernels import (
     RegionCode,
     gemm_module,
     is_kernel_instruction,
+    region_operands,
 )
 
 VIEWS = ("padShape", "squeezeShape", "shapeCast", "slice")
@@ -111,9 +111,30 @@ class ShapeFrame(HostFrame):
 SHAPE_QUERIES = ("rank", "shape", "unitCount")
 
 
+class Transposed:
+    """A matrix on the device seen transposed, without a copy: what a `transpose` that only
+    `dot`s use evaluates to."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: DeviceArray) -> None:
+        self.base = base
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(reversed(self.base.shape))
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self.base.dtype
+
+    def numpy(self) -> np.ndarray:
+        return np.ascontiguousarray(self.base.numpy().T)
+
+
 def to_host(x: Any) -> Any:
     """`x` with every device array in it copied to the host."""
-    if isinstance(x, DeviceArray):
+    if isinstance(x, DeviceArray | Transposed):
         return x.numpy()
     if isinstance(x, tuple):
         return tuple(to_host(e) for e in x)
@@ -127,7 +148,7 @@ def to_host(x: Any) -> Any:
 
 
 def contains_device(x: Any) -> bool:
-    if isinstance(x, DeviceArray):
+    if isinstance(x, DeviceArray | Transposed):
         return True
     if isinstance(x, tuple | list):
         return any(contains_device(e) for e in x)
@@ -135,7 +156,7 @@ def contains_device(x: Any) -> bool:
 
 
 def shape_dtype(x: Any) -> tuple[tuple[int, ...], np.dtype[Any]]:
-    if isinstance(x, DeviceArray):
+    if isinstance(x, DeviceArray | Transposed):
         return x.shape, x.dtype
     a = np.asarray(x)
     return a.shape, a.dtype
@@ -187,6 +208,8 @@ class LaunchPlan(Interpreter):
             return self.run_raw
         if op in VIEWS:
             return self.run_view
+        if op == "transpose" and self.only_multiplied(inst):
+            return self.run_lazy_transpose
         if op == "dot":
             return self.run_dot
         if is_kernel_instruction(inst):
@@ -272,10 +295,31 @@ class LaunchPlan(Interpreter):
             return DeviceArray(x.buffer, tuple(shape), x.dtype, x.offset + inst.lower * row)
         return x.reshape(tuple(shape))
 
+    # ------------------------------------------------------------ transposes into dot
+
+    def only_multiplied(self, inst: Instruction) -> bool:
+        """Whether a matrix `transpose` is used only as an operand of `dot`s (or not at
+        all), which read it transposed (a BLAS flag, or the generated kernel's index order)
+        instead of a copy."""
+        from dlvm.ir.analysis.usedef import UseDefInfo
+
+        t = self.module.resolve(inst.type)
+        fn = inst.block.function if inst.block is not None else None
+        if not isinstance(t, TensorType) or t.rank != 2 or fn is None:
+            return False
+        users = fn.analysis(UseDefInfo).users(inst)
+        return all(u.opcode == "dot" and (u.lhs is inst) != (u.rhs is inst) for u in users)
+
+    def run_lazy_transpose(self, inst: Instruction, frame: Frame) -> Any:
+        x = frame.get(inst.x)
+        if not isinstance(x, DeviceArray) or x.ndim != 2:
+            return self.run_single(inst, frame)
+        return Transposed(x)
+
     # ------------------------------------------------------------ regions
 
     def run_single(self, inst: Instruction, frame: Frame) -> Any:
-        operands = [v for v in dict.fromkeys(self.operands(inst))
+        operands = [v for v in dict.fromkeys(region_operands(inst))
                     if not (isinstance(v, LiteralValue) and isinstance(v.literal, ScalarLiteral))]
         values = [frame.get(v) for v in operands]
         if not any(isinstance(x, DeviceArray) for x in values) and all(
@@ -296,15 +340,6 @@ class LaunchPlan(Interpreter):
                 self.handlers[inst] = self.run_host
                 return self.run_host(inst, frame)
         return self.launch_region(region, values)[0]
-
-    def operands(self, inst: Instruction) -> list[Value]:
-        if inst.opcode == "reduce":
-            return [inst.x, inst.init]
-        if inst.opcode == "unbroadcast":
-            return [inst.x]
-        if inst.opcode == "concatenate":
-            return list(inst.xs)
-        return direct_operands(inst)
 
     def single_types(self, inst: Instruction, operands: list[Value], values: list[Any],
                      like_shape: tuple[int, ...] | None = None
@@ -453,8 +488,12 @@ class LaunchPlan(Interpreter):
     # ------------------------------------------------------------ dot
 
     def run_dot(self, inst: Instruction, frame: Frame) -> Any:
+        """A matrix product (batched over leading dimensions, or of two vectors) on the
+        device: the library's GEMM where it serves the data type, else a generated kernel.
+        A transposed view is read through the transpose flags."""
         a, b = frame.get(inst.lhs), frame.get(inst.rhs)
         (sa, da), (sb, db) = shape_dtype(a), shape_dtype(b)
+        trans_a, trans_b = isinstance(a, Transposed), isinstance(b, Transposed)
         if da != db or len(sa) != len(sb) or not sa:
             return self.run_host(inst, frame)
         if len(sa) == 1:
@@ -465,45 +504,38 @@ class LaunchPlan(Interpreter):
             if sa[:-2] != sb[:-2] or sa[-1] != sb[-2]:
                 return self.run_host(inst, frame)
             batch, m, k, n = sa[:-2], sa[-2], sa[-1], sb[-1]
-        if not isinstance(a, DeviceArray) and not isinstance(b, DeviceArray) and \
-                a.size * n < 4096:
-            return self.run_host(inst, frame)  # tiny products of host values
-        da_ = self.device_value(a)
-        db_ = self.device_value(b)
+        if not (trans_a or trans_b or isinstance(a, DeviceArray) or
+                isinstance(b, DeviceArray)) and np.size(a) * n < 4096:
+            return self.run_host(inst, frame)  # a tiny product of host values
+        pa = a.base if trans_a else self.device_value(a)
+        pb = b.base if trans_b else self.device_value(b)
         count = int(np.prod(batch, dtype=np.int64)) if batch else 1
-        out_shape = (*batch, m, n) if len(sa) > 1 else ()
-        out = self.device.empty(out_shape, da)
-        if m * n * count and k == 0:
-            self.device.fill_zero(out.ptr, out.nbytes)
-            return out
+        out = self.device.empty((*batch, m, n) if len(sa) > 1 else (), da)
         if not m * n * count:
             return out
+        if k == 0:
+            self.device.fill_zero(out.ptr, out.nbytes)
+            return out
+        lda = m if trans_a else k  # the row length of each operand as stored
+        ldb = k if trans_b else n
         item = da.itemsize
-        done = True
-        for i in range(count):
-            done = done and self.device.gemm(da, False, False, m, n, k,
-                                             da_.ptr + i * m * k * item, k,
-                                             db_.ptr + i * k * n * item, n,
-                                             out.ptr + i * m * n * item, n)
-            if not done:
-                break
-        if done:
+        if all(self.device.gemm(da, trans_a, trans_b, m, n, k, pa.ptr + i * m * k * item, lda,
+                                pb.ptr + i * k * n * item, ldb, out.ptr + i * m * n * item, n)
+               for i in range(count)):
             self.stats["gemm library calls"] += count
             return out
-        key = (da.str, count, m, n, k)
+        key = (da.str, count, m, n, k, trans_a, trans_b)
         found = self.gemms.get(key)
         if found is None:
             name = f"gemm{self.next_id()}"
             lhs = self.module.resolve(inst.lhs.type)
             assert isinstance(lhs, TensorType)
-            module, launch = gemm_module(name, lhs.dtype, count, m, n, k, self.flavour)
-            handles = self.load(module, [name])
-            found = self.gemms[key] = (handles[name], launch)
+            module, launch = gemm_module(name, lhs.dtype, count, m, n, k, self.flavour,
+                                         trans_a=trans_a, trans_b=trans_b)
+            found = self.gemms[key] = (self.load(module, [name])[name], launch)
         handle, launch = found
         self.device.launch(handle, launch.grid, launch.block, 0,
-                           [KernelArg(ctypes.c_void_p, out.ptr),
-                            KernelArg(ctypes.c_void_p, da_.ptr),
-                            KernelArg(ctypes.c_void_p, db_.ptr)])
+                           [KernelArg(ctypes.c_void_p, x.ptr) for x in (out, pa, pb)])
         self.stats["launches"] += 1
         return out
 

@@ -32,6 +32,7 @@ from .kernels import (
     RegionBuilder,
     gemm_module,
     is_kernel_instruction,
+    region_operands,
 )
 from .plan import VIEWS, LaunchPlan, to_host, tuple_elements
 
@@ -244,7 +245,7 @@ def _emit_instruction(llmod: ll.Module, flavour: NVPTXFlavour, specializer: Spec
         return [launch.name]
     if op in VIEWS or not is_kernel_instruction(inst):
         return []  # a view of its operand, or an instruction the host runs
-    operands = [v for v in dict.fromkeys(_operands(inst))
+    operands = [v for v in dict.fromkeys(region_operands(inst))
                 if not (isinstance(v, LiteralValue) and isinstance(v.literal, ScalarLiteral))]
     types = {}
     for v in [*operands, inst]:
@@ -256,18 +257,6 @@ def _emit_instruction(llmod: ll.Module, flavour: NVPTXFlavour, specializer: Spec
     code = RegionBuilder(base + "_" + op, [inst], operands, [inst], types, by_value, flavour,
                          llmod).build()
     return code.kernel_names
-
-
-def _operands(inst: Instruction) -> list[Any]:
-    from dlvm.llvm.kernel import direct_operands
-
-    if inst.opcode == "reduce":
-        return [inst.x, inst.init]
-    if inst.opcode == "unbroadcast":
-        return [inst.x]
-    if inst.opcode == "concatenate":
-        return list(inst.xs)
-    return direct_operands(inst)
 
 
 def _mangle(name: str) -> str:
