@@ -245,3 +245,20 @@ def test_the_cli_passes_the_timeout_to_llvm_cpu(tmp_path: Path) -> None:
     assert out.returncode == 1, out.stderr
     assert "exceeded the timeout of 0.3 s" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_dropped_result_gives_its_memory_back_for_the_next_call() -> None:
+    """No fresh allocation per call in steady state: a result numpy no longer holds returns
+    to the pool (a large one freed to libc would be faulted in again page by page)."""
+    n = 1 << 20
+    exe = ir.compile(ir.parse(BIG), "llvm-cpu", cache=False, threads=1)
+    a = np.linspace(-1, 1, n, dtype=np.float32)
+    y = exe["chain"](a, a, a)
+    first = y.ctypes.data
+    want = y.copy()
+    del y
+    z = exe["chain"](a, a, a)
+    assert z.ctypes.data == first
+    np.testing.assert_array_equal(z, want)
+    kept = exe["chain"](a, a, a)  # while z lives, a new call gets other memory
+    assert kept.ctypes.data != z.ctypes.data

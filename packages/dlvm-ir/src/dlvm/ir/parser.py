@@ -324,6 +324,7 @@ class Parser:
         if tok.name in self.module.type_decls:
             self.error_at(tok.offset, f"redefinition of type '{tok.text}'")
             return
+        decl.location = self.lines.location(tok.offset)  # where the verifier points
         self.module.add_type(decl)
 
     def parse_type_alias(self) -> None:
@@ -531,7 +532,7 @@ class Parser:
     def parse_block_header(self, fn: Function, tok: lx.Token) -> None:
         block = self.block_named(tok)
         if block.function is not None:
-            self.error_at(tok.offset, f"redefinition of block '{tok.text}'")
+            self.error_at(tok.offset, f"redefinition of block {tok.text}")
             block = Block(tok.name)
         self.block_refs.pop(tok.name, None)
         pos = _positional(tok.name)

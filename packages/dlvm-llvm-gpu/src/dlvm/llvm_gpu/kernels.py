@@ -48,6 +48,7 @@ from dlvm.llvm.mathlib import OWN, MathLib
 from dlvm.llvm.scalar import SCALAR, ScalarEmitter, combine, identity
 
 BLOCK = 256  # threads per block
+VECTOR = 4  # elements per thread of an element-wise kernel over aligned 32-bit data
 WARP = 32
 MAX_GRID = 1 << 16  # blocks of a grid-stride loop
 SPLIT_MIN = 1 << 15  # reduced elements per output above which few outputs are split
@@ -324,8 +325,12 @@ class RegionBuilder:
 
     def __init__(self, name: str, insts: list[Instruction], inputs: list[Value],
                  outputs: list[Value], types: dict[Value, TensorType], by_value: list[bool],
-                 flavour: Flavour, module: ll.Module | None = None) -> None:
+                 flavour: Flavour, module: ll.Module | None = None, *,
+                 aligned: bool = True) -> None:
         self.name = name
+        # every address 16-byte aligned: element-wise kernels then take VECTOR consecutive
+        # elements per thread, which the back end reads and writes as one 128-bit access
+        self.aligned = aligned
         self.insts = insts
         self.members = set(insts)
         self.inputs = inputs
@@ -394,22 +399,49 @@ class RegionBuilder:
                            ) -> None:
         fn, b = self.new_kernel(suffix)
         n = int(np.prod(shape, dtype=np.int64))
+        width = VECTOR if self.aligned and n % VECTOR == 0 and all(
+            self.element_bytes(v) == 4 for v in [*values, *self.inputs]
+            if not isinstance(v, LiteralValue)) else 1
+        if width > 1:
+            for k in range(len(self.outputs) + len(self.inputs)):
+                if isinstance(fn.args[k].type, ll.PointerType):
+                    fn.args[k].attributes.align = 16
         tid, bid, bdim, gdim = self.flavour.indices(b, fn)
         start = b.add(b.mul(bid, bdim), tid)
         step = b.mul(bdim, gdim)
         ctx = KernelContext(self, fn, b)
-        with _loop(b, start, ll.Constant(I64, n), "i", step) as i:
-            idx = unflatten(b, i, shape)
-            ctx.memo.clear()
-            ctx.flat = (list(idx), shape, i)
-            for v in values:
-                k = self.outputs.index(v)
-                x = ctx.value_at(v, idx)
-                ctx.store(fn.args[k], self.types[v].dtype, i, x)
+        with _loop(b, start, ll.Constant(I64, n // width), "q", step) as q:
+            # every lane's loads of inputs of the output's shape first (math may branch,
+            # and loads in one basic block merge into vector loads), then every lane's
+            # values, then the stores
+            lanes = []
+            for lane in range(width):
+                i = q if width == 1 else b.add(b.mul(q, ll.Constant(I64, width),
+                                                     flags=["nuw", "nsw"]),
+                                               ll.Constant(I64, lane), flags=["nuw", "nsw"])
+                idx = unflatten(b, i, shape)
+                ctx.memo = {}
+                ctx.flat = (list(idx), shape, i)
+                if width > 1:
+                    for v, by_value in zip(self.inputs, self.by_value, strict=True):
+                        if not by_value and shape_of(self.types[v]) == shape:
+                            ctx.value_at(v, idx)
+                lanes.append((i, idx, ctx.memo, ctx.flat))
+            results = []
+            for i, idx, memo, flat in lanes:
+                ctx.memo, ctx.flat = memo, flat
+                results.append((i, [ctx.value_at(v, idx) for v in values]))
+            for v_index, v in enumerate(values):
+                for i, xs in results:
+                    ctx.store(fn.args[self.outputs.index(v)], self.types[v].dtype, i,
+                              xs[v_index])
             ctx.raise_flags()
         b.ret_void()
-        g = self.grid_for(n)
+        g = self.grid_for(n // width)
         self.launches.append(Launch(fn.name, g.grid, g.block))
+
+    def element_bytes(self, v: Value) -> int:
+        return int(np.dtype(numpy_dtype(self.types[v].dtype)).itemsize)
 
     # ------------------------------------------------------------ reductions
 

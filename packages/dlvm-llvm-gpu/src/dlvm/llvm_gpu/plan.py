@@ -329,7 +329,7 @@ class LaunchPlan(Interpreter):
         types = self.single_types(inst, operands, values, like)
         if types is None:
             return self.run_host(inst, frame)  # the interpreter reports the error
-        key = ("inst", inst, like, *((types[v], self.passed_by_value(x))
+        key = ("inst", inst, like, aligned(values), *((types[v], self.passed_by_value(x))
                                      for v, x in zip(operands, values, strict=True)))
         region = self.regions.get(key)
         if region is None:
@@ -393,7 +393,7 @@ class LaunchPlan(Interpreter):
             if len(shape) != declared.rank:
                 return self.run_raw(inst, frame)
             arg_types.append(declared.with_shape(shape))
-        key = ("call", callee, *((t, self.passed_by_value(x))
+        key = ("call", callee, aligned(values), *((t, self.passed_by_value(x))
                                  for t, x in zip(arg_types, values, strict=True)))
         region = self.regions.get(key)
         if region is None:
@@ -440,7 +440,8 @@ class LaunchPlan(Interpreter):
                        outputs: list[Value], types: dict[Value, TensorType], values: list[Any],
                        key: tuple[Any, ...]) -> CompiledRegion:
         by_value = [self.passed_by_value(x) for x in values]
-        code = RegionBuilder(name, insts, inputs, outputs, types, by_value, self.flavour).build()
+        code = RegionBuilder(name, insts, inputs, outputs, types, by_value, self.flavour,
+                             aligned=aligned(values)).build()
         handles = self.load(code.module, code.kernel_names)
         region = self.regions[key] = CompiledRegion(code, handles)
         self.stats["regions compiled"] += 1
@@ -580,6 +581,12 @@ def tuple_elements(v: Value | None) -> list[Value]:
             v.literal, "kind", None) == "tuple":
         return list(v.literal.elements)  # type: ignore[attr-defined]
     return [v]
+
+
+def aligned(values: list[Any]) -> bool:
+    """Whether every device array among `values` starts on a 16-byte boundary (uploads and
+    results do: the pool's memory is aligned; a view of rows may not be)."""
+    return all(x.ptr % 16 == 0 for x in values if isinstance(x, DeviceArray))
 
 
 def shaped(x: Any) -> Any:

@@ -35,6 +35,7 @@ from .layout import Layout
 from .runtime import (
     CTX_CLOCK,
     CTX_DEADLINE,
+    CTX_FREE,
     CTX_GLOBALS,
     CTX_PARAMS,
     CTX_RNG,
@@ -51,8 +52,46 @@ _HELPER1 = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _HELPER2 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 
+class Reclaimer:
+    """Buffers the compiled code handed to Python, back for reuse once numpy is done.
+
+    A result is a pool buffer that leaves the pool with its array. Freeing it to libc when
+    the array dies would hand large buffers back to the kernel, and the next call would
+    fault a fresh one in page by page (for a 16 MB result that costs more than computing
+    it). So a dead result's buffer waits here, and the next call on any thread puts it on
+    that thread's free lists before it runs (Python holds the GIL for both steps, so native
+    code never races with this). At most `limit` bytes wait; beyond that, libc frees them.
+    """
+
+    def __init__(self, limit: int = 1 << 31) -> None:
+        self.pending: list[tuple[int, int]] = []  # (buffer, size class)
+        self.bytes = 0
+        self.limit = limit
+
+    def put(self, buf: int) -> None:
+        cls = ctypes.c_int64.from_address(buf + 8).value
+        size = 64 << cls if cls >= 0 else 0
+        if cls < 0 or self.bytes + size > self.limit:
+            _free(buf)
+            return
+        self.pending.append((buf, cls))
+        self.bytes += size
+
+    def drain(self, memory: np.ndarray) -> None:
+        """Put the waiting buffers on the free lists of the context `memory`."""
+        pending, self.pending, self.bytes = self.pending, [], 0
+        for buf, cls in pending:
+            slot = CTX_FREE + cls
+            ctypes.c_int64.from_address(buf + 16).value = int(memory[slot])
+            memory[slot] = buf
+
+
+RECLAIMER = Reclaimer()
+
+
 class _Owner:
-    """Frees a buffer the compiled code handed to Python when numpy no longer needs it."""
+    """Gives a buffer the compiled code handed to Python back when numpy no longer needs
+    it."""
 
     __slots__ = ("buf",)
 
@@ -60,7 +99,10 @@ class _Owner:
         self.buf = buf
 
     def __del__(self) -> None:
-        _free(self.buf)
+        try:
+            RECLAIMER.put(self.buf)
+        except Exception:  # at interpreter exit the reclaimer may be gone
+            _free(self.buf)
 
 
 class _View:
@@ -100,6 +142,8 @@ class NativeFunction:
         """Call with the arguments' arrays (C-contiguous, of the right dtypes: the caller
         converts them)."""
         results, address = ctx.results(self.abi.result_slots)
+        if RECLAIMER.pending:
+            RECLAIMER.drain(ctx.memory)
         status = self.entry(ctx.address, address, *leaves)
         if status:
             raise ExecutionError(ctx.error(self))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from functools import cache
+from typing import Any
 
 import llvmlite.binding as llvm
 from llvmlite import ir as ll
@@ -36,6 +37,8 @@ from .layout import I32, I64, PTR, VOID
 
 MAX_WORKERS = 256
 SYNC_BYTES = 128  # room for a pthread mutex or condition variable on any libc
+SPIN = 2_000  # checks, each after a sched_yield (about a millisecond on an idle core),
+# before a worker or the caller sleeps
 
 FIELDS = ["started", "generation", "task", "closure", "total", "chunks", "next", "active",
           "status", "busy", "limit"]
@@ -43,6 +46,35 @@ FIELDS = ["started", "generation", "task", "closure", "total", "chunks", "next",
 
 def _field(b: ll.IRBuilder, state: ll.Value, name: str) -> ll.Value:
     return gep(b, I64, state, i64(FIELDS.index(name)))
+
+
+class spin:
+    """Up to `SPIN` checks of `ready()`, yielding the core between them: to `done` as soon
+    as it holds, else to `gave_up`. The caller positions the builder afterwards."""
+
+    def __init__(self, b: ll.IRBuilder, ready: Any, done: ll.Block, gave_up: ll.Block
+                 ) -> None:
+        self.b, self.ready, self.done, self.gave_up = b, ready, done, gave_up
+
+    def __enter__(self) -> None:
+        b = self.b
+        pre = b.block
+        head = b.append_basic_block("spin")
+        more = b.append_basic_block("spin.more")
+        b.branch(head)
+        b.position_at_end(head)
+        count = b.phi(I64)
+        count.add_incoming(i64(0), pre)
+        b.cbranch(self.ready(), self.done, more)
+        b.position_at_end(more)
+        # give the core away while waiting: BLAS's threads may want it
+        b.call(declare(b.module, "sched_yield", I32, []), [])
+        nxt = b.add(count, i64(1))
+        count.add_incoming(nxt, more)
+        b.cbranch(b.icmp_signed("<", nxt, i64(SPIN)), head, self.gave_up)
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
 
 def build() -> str:
@@ -110,6 +142,18 @@ def build() -> str:
     loop = b.append_basic_block("loop")
     b.branch(loop)
     b.position_at_end(loop)
+    # spin a while first: a job that follows soon (the next kernel of a call, the next
+    # call of a training loop) starts without a sleep and a wake-up
+    spun = b.append_basic_block("spun")
+    caught = b.append_basic_block("caught")
+    with spin(b, lambda: b.icmp_signed("!=", atomic_load(b, _field(b, state, "generation")),
+                                       b.load(seen, typ=I64)), caught, spun):
+        pass
+    b.position_at_end(caught)
+    b.store(atomic_load(b, _field(b, state, "generation")), seen)
+    work_now = b.append_basic_block("work")
+    b.branch(work_now)
+    b.position_at_end(spun)
     b.call(lock, [mutex])
     wait_head = b.append_basic_block("wait")
     wait_body = b.append_basic_block("sleep")
@@ -124,6 +168,8 @@ def build() -> str:
     b.position_at_end(go)
     b.store(gen, seen)
     b.call(unlock, [mutex])
+    b.branch(work_now)
+    b.position_at_end(work_now)
     b.call(run, [])
     b.call(lock, [mutex])
     left = b.sub(b.atomic_rmw("sub", _field(b, state, "active"), i64(1), "acq_rel"), i64(1))
@@ -191,6 +237,12 @@ def build() -> str:
     b.call(broadcast, [work])
     b.call(unlock, [mutex])
     b.call(run, [])
+    settled = b.append_basic_block("settled")
+    slow = b.append_basic_block("slow")
+    with spin(b, lambda: b.icmp_signed("==", atomic_load(b, _field(b, state, "active")),
+                                       i64(0)), settled, slow):
+        pass
+    b.position_at_end(slow)
     b.call(lock, [mutex])
     wait_head = b.append_basic_block("join")
     wait_body = b.append_basic_block("join.sleep")
@@ -204,6 +256,8 @@ def build() -> str:
     b.branch(wait_head)
     b.position_at_end(joined)
     b.call(unlock, [mutex])
+    b.branch(settled)
+    b.position_at_end(settled)
     status = b.trunc(atomic_load(b, _field(b, state, "status")), I32)
     store_atomic(b, i64(0), _field(b, state, "busy"), "release")
     b.ret(status)
