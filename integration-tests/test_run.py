@@ -49,6 +49,10 @@ def test_training_lowers_the_loss_checkpoints_and_resumes(project: Path) -> None
     assert "resuming from" in resumed.stdout
     assert [m["epoch"] for m in metrics(project)] == [1, 2, 3, 4, 5, 6]
     assert metrics(project)[-1]["loss"] < first[-1]["loss"]
+    done = dlvm("run", project / "pipeline.toml", "--resume", "--set", "train.epochs=5")
+    assert done.returncode == 0, done.stderr
+    assert "dlvm: note: nothing to do: checkpoint is at epoch 6 of 5" in done.stderr
+    assert [m["epoch"] for m in metrics(project)] == [1, 2, 3, 4, 5, 6]
 
 
 def test_runs_from_another_directory_with_paths_relative_to_the_file(project: Path,

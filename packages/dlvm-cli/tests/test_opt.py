@@ -127,6 +127,21 @@ def test_no_verify_still_runs(invoke: Invoke, double: Path) -> None:
     assert result.exit_code == 0
 
 
+def test_verify_each_is_passed_to_the_pass_manager(invoke: Invoke, double: Path,
+                                                   monkeypatch: Any) -> None:
+    seen: list[object] = []
+    run = ir.run_passes
+
+    def spy(module: ir.Module, pipeline: str, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("verify_each"))
+        return run(module, pipeline, **kwargs)
+
+    monkeypatch.setattr(ir, "run_passes", spy)
+    for flags, expected in (([], None), (["--verify-each"], True), (["--no-verify"], False)):
+        assert invoke("opt", str(double), "-p", "strip-names", *flags).exit_code == 0
+        assert seen.pop() is expected
+
+
 def test_an_unwritable_output_is_refused_before_the_passes(invoke: Invoke, double: Path,
                                                            tmp_path: Path) -> None:
     for output in (tmp_path, double / "out.dl"):

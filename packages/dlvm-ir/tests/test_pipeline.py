@@ -145,6 +145,35 @@ def test_pass_manager_verifies_after_each_pass(registry: Registry) -> None:
     assert any("does not end with a terminator" in m for m in verify_diagnostics(module))
 
 
+def test_a_large_module_is_verified_once_after_its_passes(registry: Registry,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Past `VERIFY_EACH_LIMIT` instructions verification runs once, at the end (each run
+    costs as much as a pass); the error says how to find the pass, and `verify_each=True`
+    names it."""
+    from dlvm.ir import passes
+
+    monkeypatch.setattr(passes, "VERIFY_EACH_LIMIT", 2)
+    module = ir.parse(SOURCE)
+    with pytest.raises(ir.PassError, match=r"the passes count, break, count produced "
+                                           r"malformed IR .*--verify-each"):
+        ir.run_passes(module, "count,break,count")
+    module = ir.parse(SOURCE)
+    with pytest.raises(ir.PassError, match="pass 'break' produced malformed IR"):
+        ir.run_passes(module, "count,break,count", verify_each=True)
+    verified = 0
+    verify = passes.PassManager.verify
+
+    def counted(module: ir.Module, after: str) -> None:
+        nonlocal verified
+        verified += 1
+        verify(module, after)
+
+    monkeypatch.setattr(passes.PassManager, "verify", staticmethod(counted))
+    ir.run_passes(ir.parse(SOURCE), "strip-names,count,strip-names")
+    assert verified == 0  # large: not after each pass (the end runs the verifier itself)
+
+
 def test_analyses_are_invalidated_when_a_pass_changes_a_function(registry: Registry) -> None:
     from dlvm.ir.analysis import DominatorTree
 

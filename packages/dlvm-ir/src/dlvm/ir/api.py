@@ -46,10 +46,12 @@ def run_passes(
     module: Module,
     pipeline: str | list[Pass],
     *,
-    verify_each: bool = True,
+    verify_each: bool | None = None,
     print_after: Callable[[Pass, Module, bool], None] | None = None,
 ) -> list[PassRecord]:
-    """Run pipeline text (`"cse,dce"`, `"inline{threshold=40},O2"`) or pass objects."""
+    """Run pipeline text (`"cse,dce"`, `"inline{threshold=40},O2"`) or pass objects,
+    verifying as `PassManager` says for `verify_each` (by default after each pass, or once
+    at the end for modules of over 20,000 instructions)."""
     passes = build_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
     return PassManager(passes, verify_each=verify_each, print_after=print_after).run(module)
 

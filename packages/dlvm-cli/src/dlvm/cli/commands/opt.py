@@ -32,13 +32,17 @@ def opt(
     no_verify: Annotated[bool, typer.Option(
         "--no-verify", help="Do not verify after each pass (the input is still verified).")
     ] = False,
+    verify_each: Annotated[bool, typer.Option(
+        "--verify-each", help="Verify after every pass, also for modules of over 20,000 "
+        "instructions (which are otherwise verified once, at the end).")] = False,
 ) -> None:
     """Run a pass pipeline on an IR file and print the resulting IR."""
     check_output(output)  # before the passes, which may take long
     module = load_module(file)
     pipeline = ",".join(p for p in passes or [] if p.strip())
     with warnings_reported():
-        records = ir.run_passes(module, pipeline, verify_each=not no_verify,
+        records = ir.run_passes(module, pipeline,
+                                verify_each=False if no_verify else (True if verify_each else None),
                                 print_after=dump_after_pass if print_after_all else None)
     write_text(output, ir.print_module(module))
     if stats:
