@@ -220,6 +220,14 @@ def reshape(x: Rep, shape: Sequence[int | None]) -> Rep:
     return x.stage.emit("shapeCast", x.value, list(shape))
 
 
+def take(x: Rep, index: Any) -> Rep:
+    """the row `index` (a Python int or a staged i64 scalar) of `x`"""
+    if isinstance(index, int):
+        return x.stage.emit("extract", x.value, [index])
+    i = as_rep(index, x.stage, "the index of 'take'")
+    return x.stage.emit("extract", x.value, [i.value])
+
+
 def concatenate(xs: Sequence[Rep], axis: int = 0) -> Rep:
     stage = _stage(*xs)
     return stage.emit("concatenate", [as_rep(x, stage, "an operand of 'concatenate'").value
