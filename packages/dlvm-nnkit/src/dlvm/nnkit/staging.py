@@ -271,6 +271,9 @@ class StagedFunction:
     def __init__(self, fn: Callable[..., Any] | None, arg_specs: Sequence[TensorSpec] | None
                  = None, *, name: str | None = None, dynamic: bool = False) -> None:
         self.fn = fn
+        # named by the user (or by its `def`); the front end names the others after the
+        # variable that holds them
+        self.named = name is not None or (fn is not None and fn.__name__ != "<lambda>")
         self.name = name or (fn.__name__ if fn is not None and fn.__name__ != "<lambda>"
                              else "f")
         self.arity = len(inspect.signature(fn).parameters) if fn is not None else None
@@ -395,6 +398,7 @@ class DerivativeFunction(StagedFunction):
         super().__init__(None, None, name=name or f"{'d' if kind == 'gradient' else 't'}"
                          f"{of.name}")
         self.kind = kind
+        self.named = name is not None
         self.printing = False  # `ir()` may leave out the seed or the tangents
         self.of = of
         self.wrt = wrt
