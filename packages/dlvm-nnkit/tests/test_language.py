@@ -152,3 +152,23 @@ def test_random_staged_expressions_match_numpy(ops: list[str], seed: int) -> Non
 
     fn = nn.lambda_(lambda x, y: build(x, y, nn), (Double2D, Double2D))
     np.testing.assert_allclose(fn(x0, y0), build(x0, y0, np), rtol=1e-10, atol=1e-12)
+
+
+def test_arrays_of_other_frameworks_come_in_through_dlpack() -> None:
+    torch = pytest.importorskip("torch")
+    fn = nn.lambda_(lambda x: nn.tanh(x) * 2.0, (nn.Float1D,))
+    t = torch.linspace(-1, 1, 5)
+    np.testing.assert_allclose(fn(t), np.tanh(t.numpy()) * 2, rtol=1e-6)
+
+
+def test_convolution_reverse_and_row_slices() -> None:
+    conv = nn.lambda_(lambda x, k: nn.sum(nn.convolve(x, k) * nn.convolve(x, k)),
+                      (nn.Double3D, nn.Double3D))
+    x, k = RNG.standard_normal((1, 1, 6)), RNG.standard_normal((1, 1, 3))
+    windows = np.lib.stride_tricks.sliding_window_view(x[0, 0], 3)
+    y = windows @ k[0, 0]
+    np.testing.assert_allclose(conv(x, k), (y * y).sum(), rtol=1e-12)
+    (dk,) = nn.gradient(conv, wrt=1)(x, k)
+    np.testing.assert_allclose(dk[0, 0], 2 * windows.T @ y, rtol=1e-10)
+    flip = nn.lambda_(lambda v: nn.slice_rows(nn.reverse(v, 0), 1, 2), (Double1D,))
+    np.testing.assert_array_equal(flip(np.arange(4.0)), [2.0, 1.0])

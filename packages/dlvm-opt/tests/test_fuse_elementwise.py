@@ -423,3 +423,31 @@ def test_random_programs_keep_their_results(entry: list[Op], left: list[Op], rig
     text = random_program(entry, left, right, join, dynamic)
     check_preserves(text, "fuse-elementwise", trials=2, dynamic=2)
     check_idempotent(text, "fuse-elementwise")
+
+
+SHARED_STEP = """
+func @update: (<4 x 3 x f32>, <4 x 3 x f32>, <3 x f32>, <3 x f32>, f32) -> (<4 x 3 x f32>, <3 x f32>) {
+'entry(%w: <4 x 3 x f32>, %gw: <4 x 3 x f32>, %b: <3 x f32>, %gb: <3 x f32>, %t: f32):
+    %t1 = add %t: f32, 1.0: f32
+    %c = exp %t1: f32
+    %sw = multiply %gw: <4 x 3 x f32>, %c: f32
+    %w2 = subtract %w: <4 x 3 x f32>, %sw: <4 x 3 x f32>
+    %sb = multiply %gb: <3 x f32>, %c: f32
+    %b2 = subtract %b: <3 x f32>, %sb: <3 x f32>
+    %r = literal (%w2: <4 x 3 x f32>, %b2: <3 x f32>): (<4 x 3 x f32>, <3 x f32>)
+    return %r: (<4 x 3 x f32>, <3 x f32>)
+}
+"""
+
+
+def test_a_shared_scalar_does_not_chain_tensors_of_other_shapes_into_one_kernel() -> None:
+    """Updates of differently shaped tensors by one step size (an optimizer's) are separate
+    kernels: one region would have no common iteration space."""
+    printed, _ = run(SHARED_STEP)
+    kernels = [body(printed, f"update_kernel{k}") for k in range(printed.count("!kernel"))]
+    assert len(kernels) >= 2
+    for kernel in kernels:
+        shapes = {s for s in ("<4 x 3 x f32>", "<3 x f32>") if "subtract %" in kernel
+                  and s in kernel.split("->")[1]}
+        assert len(shapes) <= 1, kernel
+    check_preserves(HEADER + SHARED_STEP, "fuse-elementwise")

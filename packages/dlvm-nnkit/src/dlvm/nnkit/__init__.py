@@ -16,9 +16,11 @@ and run; `f.ir(...)` prints the IR it writes.
 from __future__ import annotations
 
 from .control import cond, fori_loop, while_loop
+from .layers import SGD, Adam, Dense, RNNCell, Sequential, TrainingProgram, training
 from .ops import (
     add,
     concatenate,
+    convolve,
     cos,
     cross_entropy,
     divide,
@@ -45,9 +47,11 @@ from .ops import (
     reduce,
     relu,
     reshape,
+    reverse,
     select,
     sigmoid,
     sin,
+    slice_rows,
     softmax,
     sqrt,
     square,
@@ -93,6 +97,9 @@ from .types import (
 )
 
 __all__ = [
+    "SGD",
+    "Adam",
+    "Dense",
     "Double",
     "Double1D",
     "Double2D",
@@ -104,15 +111,19 @@ __all__ = [
     "Float4D",
     "Int1D",
     "Int2D",
+    "RNNCell",
     "Rep",
+    "Sequential",
     "StagedFunction",
     "StagingError",
     "Tensor",
     "TensorSpec",
+    "TrainingProgram",
     "add",
     "bool_",
     "concatenate",
     "cond",
+    "convolve",
     "cos",
     "cross_entropy",
     "divide",
@@ -150,9 +161,11 @@ __all__ = [
     "reduce",
     "relu",
     "reshape",
+    "reverse",
     "select",
     "sigmoid",
     "sin",
+    "slice_rows",
     "softmax",
     "sqrt",
     "square",
@@ -162,6 +175,7 @@ __all__ = [
     "take",
     "tangent",
     "tanh",
+    "training",
     "transpose",
     "where",
     "while_loop",

@@ -234,6 +234,26 @@ def concatenate(xs: Sequence[Rep], axis: int = 0) -> Rep:
                                       for x in xs], axis)
 
 
+def reverse(x: Rep, axis: int | Sequence[int]) -> Rep:
+    """the elements in reverse order along `axis`"""
+    return x.stage.emit("reverse", x.value, [axis] if isinstance(axis, int) else list(axis))
+
+
+def slice_rows(x: Rep, lower: int, upper: int) -> Rep:
+    """rows `lower` to `upper` of `x`, both included (DLVM's `slice`)"""
+    return x.stage.emit("slice", x.value, lower, upper)
+
+
+def convolve(x: Rep, kernel: Rep, strides: Sequence[int] | None = None,
+             padding: Sequence[tuple[int, int]] | None = None,
+             dilation: Sequence[int] | None = None, groups: int | None = None) -> Rep:
+    """N-d convolution (cross-correlation) of `x` [N, C, spatial…] by `kernel`
+    [O, C/groups, window…]; `dilation` spreads the kernel's taps"""
+    return x.stage.emit("convolve", x.value, kernel.value, list(strides) if strides else None,
+                        list(padding) if padding else None, None,
+                        list(dilation) if dilation else None, groups)
+
+
 # ---------------------------------------------------------------- reductions
 
 

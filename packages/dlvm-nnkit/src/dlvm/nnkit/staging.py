@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import operator
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from .types import TensorSpec
 
 _PACKAGE_DIRS = (str(Path(__file__).resolve().parent), str(Path(ir.__file__).resolve().parent))
 _STAGE: ContextVar[Stage | None] = ContextVar("dlvm_nnkit_stage", default=None)
+_SIGNATURE = operator.attrgetter("dtype", "shape")  # what picks an array's build
 
 
 class StagingError(DlvmError):
@@ -276,11 +278,17 @@ class StagedFunction:
         self.named = name is not None or (fn is not None and fn.__name__ != "<lambda>")
         self.name = name or (fn.__name__ if fn is not None and fn.__name__ != "<lambda>"
                              else "f")
-        self.arity = len(inspect.signature(fn).parameters) if fn is not None else None
-        self.arg_names = list(inspect.signature(fn).parameters) if fn is not None else []
+        params = list(inspect.signature(fn).parameters.values()) if fn is not None else []
+        variadic = any(p.kind == p.VAR_POSITIONAL for p in params)
         self.arg_specs = tuple(arg_specs) if arg_specs is not None else None
+        # `def f(*args)` takes as many arguments as its types say (or as it is given)
+        self.arity = (len(self.arg_specs) if self.arg_specs is not None else None) \
+            if variadic else (len(params) if fn is not None else None)
+        self.arg_names = [] if variadic else [p.name for p in params]
         self.dynamic = dynamic
-        self.builds: dict[tuple[TensorSpec, ...], tuple[ir.Module, ir.Executable]] = {}
+        self.builds: dict[tuple[TensorSpec, ...], tuple[str, ir.Executable]] = {}
+        # (dtype, shape) of each argument → the compiled function, for arrays seen before
+        self.fast: dict[tuple[tuple[Any, Any], ...], Callable[..., Any]] = {}
 
     def __repr__(self) -> str:
         specs = ", ".join(map(str, self.arg_specs)) if self.arg_specs else "…"
@@ -308,8 +316,10 @@ class StagedFunction:
         """Write this function for `specs` into `program`'s module."""
         assert self.fn is not None
         b = Builder(program.module)
+        names = self.arg_names if len(self.arg_names) == len(specs) else [
+            f"arg{k}" for k in range(len(specs))]
         fn = b.function(program.unique(self.name), [s.ir() for s in specs],
-                        TupleType(()), self.arg_names)
+                        TupleType(()), names)
         stage = Stage(program, b)
         token = _STAGE.set(stage)
         try:
@@ -350,25 +360,40 @@ class StagedFunction:
         return Rep(call, result, stage)
 
     def __call__(self, *arrays: Any) -> Any:
+        try:  # the common case first: arrays of dtypes and shapes seen before
+            fast = self.fast[tuple(map(_SIGNATURE, arrays))]
+        except (AttributeError, KeyError, TypeError):
+            return self.first_call(arrays)
+        return fast(*arrays)
+
+    def first_call(self, arrays: tuple[Any, ...]) -> Any:
+        """Stage and compile for new argument types (or reuse the build for their types)."""
         if current_stage() is not None:
             return self[arrays]
+        arrays = tuple(host_array(a) for a in arrays)
         specs = self.specs_for([TensorSpec.of(a) for a in arrays], f"'{self.name}'")
         if self.dynamic:
             specs = tuple(s.erased() for s in specs)
         built = self.builds.get(specs)
         if built is None:
-            module = self.module_for(specs)
-            built = self.builds[specs] = (module, ir.compile(module))
-        module, exe = built
-        fn = module.functions[-1]
-        return exe[fn.name or ""](*arrays)
+            module, name = self.staged_module(specs)
+            built = self.builds[specs] = (name, ir.compile(module))
+        name, exe = built
+        call = exe[name]
+        if all(isinstance(a, np.ndarray) for a in arrays):
+            self.fast[tuple(map(_SIGNATURE, arrays))] = call
+        return call(*arrays)
+
+    def staged_module(self, specs: tuple[TensorSpec, ...]) -> tuple[ir.Module, str]:
+        """A module with this function (and what it calls) for argument types `specs`, and
+        the function's name there."""
+        program = Program(self.name)
+        fn = program.function(self, specs)
+        ir.verify(program.module)
+        return program.module, fn.name or ""
 
     def module_for(self, specs: tuple[TensorSpec, ...]) -> ir.Module:
-        """A module whose last function is this one, for argument types `specs`."""
-        program = Program(self.name)
-        program.function(self, specs)
-        ir.verify(program.module)
-        return program.module
+        return self.staged_module(specs)[0]
 
     def ir(self, *args: Any, dynamic: bool = False, optimize: bool = False) -> str:
         """The DLVM IR of this function (and what it calls) for the types of `args` (arrays
@@ -449,6 +474,19 @@ class DerivativeFunction(StagedFunction):
         program.results[fn] = tuple(TensorSpec(t.dtype, t.shape) for t in results.elements
                                     if isinstance(t, TensorType))
         return fn
+
+
+def host_array(x: Any) -> Any:
+    """An array of another framework (torch, JAX, cupy…) on the CPU, as numpy sees it
+    through DLPack (no copy); numbers and numpy arrays as they are."""
+    if isinstance(x, np.ndarray | np.generic | bool | int | float) or not hasattr(
+            x, "__dlpack__"):
+        return x
+    try:
+        return np.from_dlpack(x)
+    except (RuntimeError, TypeError, BufferError) as e:
+        raise staging_error(f"cannot read a {type(x).__name__} through DLPack ({e}); pass "
+                            "a host array") from None
 
 
 def as_rep(x: Any, stage: Stage, what: str) -> Rep:

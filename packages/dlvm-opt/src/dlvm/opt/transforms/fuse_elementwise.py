@@ -107,7 +107,14 @@ def may_join(user: Instruction, operand: Instruction,
         return False
     if user.opcode == "reduce":  # trailing: reduces a value nothing else needs
         return user.x is operand and uses.get(operand) == [user]
-    return True
+    # a scalar used by tensor code enters the tensor's region as an input: joining them
+    # would chain every tensor computation that shares the scalar (the step size of an
+    # optimizer, say) into one region over shapes that have no common iteration space
+    return rank_of(operand) == rank_of(user)
+
+
+def rank_of(v: Value) -> int | None:
+    return getattr(v.type, "rank", None)
 
 
 # ---------------------------------------------------------------- regions of one block
