@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dlvm import nnkit as nn
+from dlvm.ad.testing import central_difference
 from dlvm.nnkit import Double1D, Double2D, Tensor, i64
 
 RNG = np.random.default_rng(2)
@@ -28,16 +29,6 @@ def reference(h: np.ndarray, w: np.ndarray, u: np.ndarray, xs: np.ndarray, n: in
     return float(h.sum())
 
 
-def numeric(fn: Any, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    out = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[i] += eps
-        down[i] -= eps
-        out[i] = (fn(up) - fn(down)) / (2 * eps)
-    return out
-
-
 @pytest.mark.parametrize("steps", [0, 1, 5])
 def test_an_rnn_loop_is_a_loop_and_differentiates(steps: int) -> None:
     staged = nn.lambda_(rnn, (Double2D, Double2D, Double2D, nn.Double3D, Index), name="rnn")
@@ -50,9 +41,9 @@ def test_an_rnn_loop_is_a_loop_and_differentiates(steps: int) -> None:
     np.testing.assert_allclose(staged(h, w, u, xs, n), reference(h, w, u, xs, steps),
                                rtol=1e-10)
     dw, du = nn.gradient(staged, wrt=(1, 2))(h, w, u, xs, n)
-    np.testing.assert_allclose(dw, numeric(lambda ww: reference(h, ww, u, xs, steps), w),
+    np.testing.assert_allclose(dw, central_difference(lambda ww: reference(h, ww, u, xs, steps), w),
                                rtol=1e-5, atol=1e-8)
-    np.testing.assert_allclose(du, numeric(lambda uu: reference(h, w, uu, xs, steps), u),
+    np.testing.assert_allclose(du, central_difference(lambda uu: reference(h, w, uu, xs, steps), u),
                                rtol=1e-5, atol=1e-8)
 
 

@@ -13,20 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dlvm import nnkit as nn
+from dlvm.ad.testing import central_difference
 from dlvm.nnkit import Double1D, Double2D, Float2D
 
 RNG = np.random.default_rng(1)
-
-
-def numeric_gradient(fn: Callable[[np.ndarray], float], x: np.ndarray, eps: float = 1e-6
-                     ) -> np.ndarray:
-    out = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[i] += eps
-        down[i] -= eps
-        out[i] = (fn(up) - fn(down)) / (2 * eps)
-    return out
 
 
 COMPOSITES: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
@@ -48,7 +38,7 @@ def test_composites_and_their_gradients(name: str) -> None:
     x = RNG.standard_normal((3, 4))
     np.testing.assert_allclose(fn(x), reference(x), rtol=1e-10)
     (dx,) = nn.gradient(fn)(x)
-    np.testing.assert_allclose(dx, numeric_gradient(reference, x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(dx, central_difference(reference, x), rtol=1e-5, atol=1e-7)
 
 
 def test_cross_entropy_and_its_gradient() -> None:
@@ -62,7 +52,7 @@ def test_cross_entropy_and_its_gradient() -> None:
 
     np.testing.assert_allclose(loss(z, y), reference(z), rtol=1e-10)
     (dz,) = nn.gradient(loss, wrt=0)(z, y)
-    np.testing.assert_allclose(dz, numeric_gradient(reference, z), rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(dz, central_difference(reference, z), rtol=1e-5, atol=1e-8)
 
 
 def test_tangents_are_directional_derivatives() -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dlvm import nnkit as nn
+from dlvm.ad.testing import central_difference
 from dlvm.nnkit import Tensor, f64
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -79,14 +80,8 @@ def test_an_rnn_cell_in_a_loop_trains_by_backpropagation_through_time() -> None:
 
     grads = nn.gradient(staged, wrt=0)(params["rnn_wx"], params["rnn_wh"], params["rnn_b"],
                                        xs, h0, np.int64(4))
-    eps, wx = 1e-6, params["rnn_wx"]
-    numeric = np.zeros_like(wx)
-    for i in np.ndindex(wx.shape):
-        up, down = wx.copy(), wx.copy()
-        up[i] += eps
-        down[i] -= eps
-        numeric[i] = (reference(up) - reference(down)) / (2 * eps)
-    np.testing.assert_allclose(grads[0], numeric, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(grads[0], central_difference(reference, params["rnn_wx"]),
+                               rtol=1e-5, atol=1e-9)
     assert math.isfinite(float(staged(params["rnn_wx"], params["rnn_wh"], params["rnn_b"],
                                       xs, h0, np.int64(4))))
 

@@ -26,6 +26,17 @@ def _decl(module: ir.Module, name: str) -> tuple[ir.Function, ir.DerivativeDecl]
     return fn, fn.declaration
 
 
+def central_difference(fn: object, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """d fn(x) / dx of a scalar function of one array, by central differences."""
+    out = np.zeros_like(x, dtype=np.float64)
+    for i in np.ndindex(x.shape):
+        up, down = np.array(x, dtype=np.float64), np.array(x, dtype=np.float64)
+        up[i] += h
+        down[i] -= h
+        out[i] = (fn(up) - fn(down)) / (2 * h)  # type: ignore[operator]
+    return out
+
+
 def numeric_gradient(call: object, args: list[np.ndarray], index: int, seed: np.ndarray,
                      output: int, h: float = 1e-6) -> np.ndarray:
     """d⟨seed, f(args)[output]⟩ / d args[index] by central differences."""
