@@ -56,14 +56,13 @@ import dlvm.ir as ir
 from dlvm.ir.core import (
     Argument,
     Block,
-    BranchTarget,
     DerivativeDecl,
     Function,
     GlobalVariable,
     Instruction,
-    LiteralValue,
     Module,
     Value,
+    copy_field,
 )
 
 T = "<32 x 64 x f32>"
@@ -383,23 +382,8 @@ def copy_module(m: Module) -> Module:
                 b.instructions.append(c)
                 c.block = b
     for inst, c in pairs:  # once every value exists: uses may come before definitions
-        c.fields = {k: _copy_field(v, values, blocks) for k, v in inst.fields.items()}
+        c.fields = {k: copy_field(v, values, blocks) for k, v in inst.fields.items()}
     return new
-
-
-def _copy_field(obj: Any, values: dict[Value, Value], blocks: dict[Block, Block]) -> Any:
-    if isinstance(obj, LiteralValue):
-        lit = obj.literal.map_values(lambda v: _copy_field(v, values, blocks))
-        return obj if lit == obj.literal else LiteralValue(lit, obj.type)
-    if isinstance(obj, Value):
-        return values.get(obj, obj)
-    if isinstance(obj, BranchTarget):
-        return BranchTarget(blocks[obj.block], [_copy_field(a, values, blocks) for a in obj.args])
-    if isinstance(obj, list):
-        return [_copy_field(x, values, blocks) for x in obj]
-    if isinstance(obj, tuple):
-        return tuple(_copy_field(x, values, blocks) for x in obj)
-    return obj
 
 
 # ---------------------------------------------------------------- timing

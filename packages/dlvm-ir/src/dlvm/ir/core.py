@@ -200,6 +200,25 @@ def _mentions(obj: Any, mapping: dict[Value, Value]) -> bool:
     return False
 
 
+def copy_field(obj: Any, values: dict[Value, Value], blocks: dict[Block, Block]) -> Any:
+    """A copy of an instruction field for a copied function: values (also inside literals)
+    and branch targets' blocks mapped through `values` and `blocks`, anything not in them
+    kept; targets are new objects, so the copy shares nothing mutable with the original."""
+    if isinstance(obj, LiteralValue):
+        literal = obj.literal.map_values(lambda v: copy_field(v, values, blocks))
+        return obj if literal == obj.literal else LiteralValue(literal, obj.type)
+    if isinstance(obj, Value):
+        return values.get(obj, obj)
+    if isinstance(obj, BranchTarget):
+        return BranchTarget(blocks.get(obj.block, obj.block),
+                            [copy_field(a, values, blocks) for a in obj.args])
+    if isinstance(obj, list):
+        return [copy_field(x, values, blocks) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(copy_field(x, values, blocks) for x in obj)
+    return obj
+
+
 def _map(obj: Any, fn: Callable[[Value], Value]) -> Any:
     """`obj` with every value mapped through `fn`; the same object when nothing changed."""
     if isinstance(obj, LiteralValue):

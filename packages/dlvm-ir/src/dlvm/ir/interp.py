@@ -256,17 +256,27 @@ class Interpreter:
             check_conforms(value, fn.type_.result, self.module, f"the result of '@{fn.name}'")
 
     def execute(self, inst: Instruction, frame: Frame) -> Any:
-        evaluate = inst.op.evaluate
-        if evaluate is None:
-            raise ExecutionError(f"instruction '{inst.opcode}' has no interpreter semantics")
+        """Run one instruction; its failures name it and where it is written."""
         try:
-            return evaluate(inst, frame)
+            return self.evaluate(inst, frame)
         except ExecutionError as e:
             if getattr(e, "located", False):
                 raise
             raise located(inst, str(e)) from None
         except MemoryError as e:
             raise located(inst, f"out of memory ({e or 'allocation failed'})") from None
+
+    def evaluate(self, inst: Instruction, frame: Frame) -> Any:
+        """The instruction's numpy semantics (a target running the same walk over the blocks
+        overrides this, and keeps `execute`'s error reporting)."""
+        evaluate = inst.op.evaluate
+        if evaluate is None:
+            raise _no_semantics(inst)
+        return evaluate(inst, frame)
+
+
+def _no_semantics(inst: Instruction) -> ExecutionError:
+    return ExecutionError(f"instruction '{inst.opcode}' has no interpreter semantics")
 
 
 def located(inst: Instruction, problem: str) -> ExecutionError:

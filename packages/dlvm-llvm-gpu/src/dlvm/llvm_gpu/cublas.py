@@ -39,23 +39,20 @@ STATUS_NAMES = {
 _P = ctypes.c_void_p
 _I = ctypes.c_int
 _LL = ctypes.c_longlong
-_GEMM_ARGS = [_P, _I, _I, _I, _I, _I, _P, _P, _I, _P, _I, _P, _P, _I]
 _BATCHED_ARGS = [_P, _I, _I, _I, _I, _I, _P, _P, _I, _LL, _P, _I, _LL, _P, _P, _I, _LL, _I]
 
 _SIGNATURES: dict[str, list[Any]] = {
     "cublasCreate_v2": [ctypes.POINTER(ctypes.c_void_p)],
     "cublasDestroy_v2": [_P],
     "cublasSetStream_v2": [_P, _P],
-    "cublasSgemm_v2": _GEMM_ARGS,
-    "cublasDgemm_v2": _GEMM_ARGS,
     "cublasSgemmStridedBatched": _BATCHED_ARGS,
     "cublasDgemmStridedBatched": _BATCHED_ARGS,
 }
 
-# dtype -> (scalar ctypes type for alpha/beta, gemm symbol, strided batched gemm symbol)
-_ROUTINES: dict[np.dtype[Any], tuple[type, str, str]] = {
-    np.dtype(np.float32): (ctypes.c_float, "cublasSgemm_v2", "cublasSgemmStridedBatched"),
-    np.dtype(np.float64): (ctypes.c_double, "cublasDgemm_v2", "cublasDgemmStridedBatched"),
+# dtype -> (scalar ctypes type for alpha/beta, strided batched gemm symbol)
+_ROUTINES: dict[np.dtype[Any], tuple[type, str]] = {
+    np.dtype(np.float32): (ctypes.c_float, "cublasSgemmStridedBatched"),
+    np.dtype(np.float64): (ctypes.c_double, "cublasDgemmStridedBatched"),
 }
 
 
@@ -103,36 +100,21 @@ class Cublas:
         return np.dtype(dtype) in _ROUTINES
 
     def gemm(self, dtype: Any, trans_a: bool, trans_b: bool, m: int, n: int, k: int,
-             a: int, lda: int, b: int, ldb: int, c: int, ldc: int,
+             a: int, lda: int, b: int, ldb: int, c: int, ldc: int, batch: int = 1,
              alpha: float = 1.0, beta: float = 0.0) -> bool:
-        """Row-major C(m×n) = alpha·op(A)·op(B) + beta·C on device addresses; False when
-        cuBLAS has no routine for `dtype`."""
+        """`batch` row-major products C(m×n) = alpha·op(A)·op(B) + beta·C on device
+        addresses, each operand's matrices stored one after another; False when cuBLAS has
+        no routine for `dtype`. One strided-batched call serves every batch size."""
         routine = _ROUTINES.get(np.dtype(dtype))
         if routine is None:
             return False
-        scalar, name, _ = routine
+        scalar, name = routine
         one, zero = scalar(alpha), scalar(beta)
+        # cuBLAS is column-major: Cᵀ = op(B)ᵀ·op(A)ᵀ, so B comes first
         status = getattr(self.lib, name)(
             self.handle(), OP_T if trans_b else OP_N, OP_T if trans_a else OP_N, n, m, k,
-            ctypes.byref(one), b, ldb, a, lda, ctypes.byref(zero), c, ldc)
-        _check(status, f"{name}(m={m}, n={n}, k={k})")
-        return True
-
-    def gemm_batched(self, dtype: Any, trans_a: bool, trans_b: bool, m: int, n: int, k: int,
-                     a: int, lda: int, stride_a: int, b: int, ldb: int, stride_b: int,
-                     c: int, ldc: int, stride_c: int, batch: int,
-                     alpha: float = 1.0, beta: float = 0.0) -> bool:
-        """`batch` row-major GEMMs whose operands sit `stride_*` elements apart; False when
-        cuBLAS has no routine for `dtype`."""
-        routine = _ROUTINES.get(np.dtype(dtype))
-        if routine is None:
-            return False
-        scalar, _, name = routine
-        one, zero = scalar(alpha), scalar(beta)
-        status = getattr(self.lib, name)(
-            self.handle(), OP_T if trans_b else OP_N, OP_T if trans_a else OP_N, n, m, k,
-            ctypes.byref(one), b, ldb, stride_b, a, lda, stride_a, ctypes.byref(zero),
-            c, ldc, stride_c, batch)
+            ctypes.byref(one), b, ldb, k * n, a, lda, m * k, ctypes.byref(zero),
+            c, ldc, m * n, batch)
         _check(status, f"{name}(m={m}, n={n}, k={k}, batch={batch})")
         return True
 

@@ -282,14 +282,15 @@ class CudaDevice(Device):
     # ------------------------------------------------------------ libraries
 
     def gemm(self, dtype: np.dtype[Any], trans_a: bool, trans_b: bool, m: int, n: int,
-             k: int, a: int, lda: int, b: int, ldb: int, c: int, ldc: int) -> bool:
+             k: int, a: int, lda: int, b: int, ldb: int, c: int, ldc: int,
+             batch: int = 1) -> bool:
         if not cublas.Cublas.supports(dtype):
             return False
         blas = self._cublas()
         if blas is None:
             return False
         self._make_current()
-        return blas.gemm(dtype, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc)
+        return blas.gemm(dtype, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, batch)
 
     def _cublas(self) -> cublas.Cublas | None:
         """The handle bound to this device's stream, made on first use; None (and

@@ -184,9 +184,11 @@ class Device(ABC):
     # ------------------------------------------------------------ libraries
 
     def gemm(self, dtype: np.dtype[Any], trans_a: bool, trans_b: bool, m: int, n: int,
-             k: int, a: int, lda: int, b: int, ldb: int, c: int, ldc: int) -> bool:
-        """Row-major C(m×n) = op(A)·op(B) on addresses, when the device has a GEMM library
-        for `dtype` (True), else False so that the caller launches a generated kernel."""
+             k: int, a: int, lda: int, b: int, ldb: int, c: int, ldc: int,
+             batch: int = 1) -> bool:
+        """`batch` row-major products C(m×n) = op(A)·op(B) on addresses (each operand's
+        matrices one after another), when the device has a GEMM library for `dtype` (True),
+        else False so that the caller launches a generated kernel."""
         return False
 
     def dlpack_device(self) -> tuple[int, int]:

@@ -43,8 +43,8 @@ from dlvm.ir.core import ScalarLiteral
 from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import DataType, TensorType
 from dlvm.llvm.kernel import combinator_name, direct_operands, is_region_instruction, rule_of
-from dlvm.llvm.layout import F32, I1, I8, I32, I64, PTR, element_type, scalar_type
-from dlvm.llvm.mathlib import OWN, MathLib
+from dlvm.llvm.layout import I1, I8, I32, I64, PTR, element_type, scalar_type
+from dlvm.llvm.mathlib import LIBM, OWN, MathLib
 from dlvm.llvm.scalar import SCALAR, ScalarEmitter, combine, identity
 
 BLOCK = 256  # threads per block
@@ -186,7 +186,7 @@ class Flavour(ABC):
         """The math library: `call(builder, name, args)`."""
 
     @abstractmethod
-    def finish(self, module: ll.Module, kernels: list[ll.Function], nparams: int) -> None:
+    def finish(self, module: ll.Module, kernels: list[ll.Function]) -> None:
         """Whatever the flavour adds once every kernel is written."""
 
 
@@ -214,7 +214,7 @@ class NVPTXFlavour(Flavour):
                                                   ll.Value]:
         return DeviceMathLib(module, self.libdevice).call
 
-    def finish(self, module: ll.Module, kernels: list[ll.Function], nparams: int) -> None:
+    def finish(self, module: ll.Module, kernels: list[ll.Function]) -> None:
         """Kernels are entry points as they are."""
 
 
@@ -264,7 +264,7 @@ class HostFlavour(Flavour):
 
         return MathLib(module).call
 
-    def finish(self, module: ll.Module, kernels: list[ll.Function], nparams: int) -> None:
+    def finish(self, module: ll.Module, kernels: list[ll.Function]) -> None:
         for fn in kernels:
             params = self.params[fn.name]
             grid_fn = ll.Function(module, ll.FunctionType(ll.VoidType(), [PTR, I64, I64]),
@@ -344,11 +344,24 @@ class RegionBuilder:
         self.kernels: list[ll.Function] = []
         self.launches: list[Launch] = []
         self.scratch = 0
-        for inst in insts:
+        self.check()
+
+    def check(self) -> None:
+        """Raise KernelError for a region that cannot be a kernel, before anything is
+        written (so a caller may try and fall back without cleaning up)."""
+        needs_libdevice = isinstance(self.flavour, NVPTXFlavour) and not \
+            self.flavour.libdevice
+        for inst in self.insts:
             if not is_kernel_instruction(inst):
                 raise KernelError(f"'{inst.opcode}' does not run in a GPU kernel")
-        for v in [*inputs, *insts]:
-            t = types.get(v)
+            if needs_libdevice and inst.opcode in LIBM:
+                raise KernelError(f"'{inst.opcode}' on the GPU needs NVIDIA's libdevice")
+            for v in region_operands(inst):
+                if isinstance(v, LiteralValue) and not isinstance(v.literal, ScalarLiteral) \
+                        and v not in self.inputs:
+                    raise KernelError("a tensor literal inside a kernel")
+        for v in [*self.inputs, *self.insts]:
+            t = self.types.get(v)
             if not isinstance(t, TensorType) or not t.is_static:
                 raise KernelError(f"no static tensor type for {v!r}")
 
@@ -383,7 +396,7 @@ class RegionBuilder:
         for k, r in enumerate(reductions):
             assert isinstance(r, Instruction)
             self.reduction_kernels(f"red{k}", r)
-        self.flavour.finish(self.module, self.kernels, len(self.param_types()))
+        self.flavour.finish(self.module, self.kernels)
         return RegionCode(self.module, self.launches, self.outputs, self.inputs,
                           self.by_value, self.types, self.scratch, self.sites,
                           [f.name for f in self.kernels])
@@ -786,7 +799,7 @@ class KernelContext:
         f = _declare(self.b.module, "llvm.nvvm.barrier0", ll.VoidType(), [])
         self.b.call(f, [])
 
-    def shared(self, t: ll.Type) -> ll.Value:
+    def shared(self) -> ll.Value:
         if self._shared is None:
             g = ll.GlobalVariable(self.b.module, ll.ArrayType(I64, BLOCK // WARP),
                                   self.fn.name + ".partials", addrspace=3)
@@ -834,7 +847,7 @@ class KernelContext:
         tid = self.region.flavour.indices(b, self.fn)[0]
         lane = b.and_(tid, ll.Constant(I64, WARP - 1))
         warp = b.lshr(tid, ll.Constant(I64, 5))
-        smem = self.shared(t)
+        smem = self.shared()
         with b.if_then(b.icmp_unsigned("==", lane, ll.Constant(I64, 0))):
             b.store(acc, b.gep(smem, [warp], source_etype=I64))
         self.barrier()
@@ -858,14 +871,6 @@ def _dense_strides(shape: Sequence[int]) -> list[int]:
         acc *= shape[k]
     return out
 
-
-def host_scalar_type(dtype: DataType) -> ll.Type:
-    """The parameter type a scalar passed by value has (bool as i1, f16 as half)."""
-    return scalar_type(dtype) if not dtype.is_bool else I1
-
-
-__all__ = ["BLOCK", "F32", "HostFlavour", "KernelError", "Launch", "NVPTXFlavour",
-           "RegionBuilder", "RegionCode", "is_kernel_instruction", "reduction_space"]
 
 
 # ---------------------------------------------------------------- generated GEMM
@@ -913,9 +918,14 @@ def gemm_module(name: str, dtype: DataType, batch: int, m: int, n: int, k: int,
             b.store(b.add(acc, b.mul(x, y)) if integer else b.fadd(acc, b.fmul(x, y)), slot)
         b.store(b.load(slot, typ=t), b.gep(fn.args[0], [e], source_etype=et))
     b.ret_void()
-    flavour.finish(module, [fn], 3)
+    flavour.finish(module, [fn])
     if flavour.barriers:
         launch = Launch(name, max(1, min(math.ceil(total / BLOCK), MAX_GRID)), BLOCK)
     else:
         launch = Launch(name, max(1, min(total, 3)), max(1, min(total, 32)))
     return module, launch
+
+
+__all__ = ["BLOCK", "HostFlavour", "KernelError", "Launch", "NVPTXFlavour", "RegionBuilder",
+           "RegionCode", "gemm_module", "is_kernel_instruction", "reduction_space",
+           "region_operands"]

@@ -182,20 +182,16 @@ class LaunchPlan(Interpreter):
 
     # ------------------------------------------------------------ dispatch
 
-    def execute(self, inst: Instruction, frame: Frame) -> Any:
+    def evaluate(self, inst: Instruction, frame: Frame) -> Any:
+        """The instruction's plan (worked out on its first execution); `execute` reports a
+        failure with the instruction's location, a driver's error as any other."""
         handler = self.handlers.get(inst)
         if handler is None:
             handler = self.handlers[inst] = self.plan(inst)
         try:
             return handler(inst, frame)
         except GPUError as e:
-            raise located(inst, str(e)) from None
-        except ExecutionError as e:
-            if getattr(e, "located", False):
-                raise
-            raise located(inst, str(e)) from None
-        except MemoryError as e:
-            raise located(inst, f"out of memory ({e or 'allocation failed'})") from None
+            raise ExecutionError(str(e)) from None
 
     def plan(self, inst: Instruction) -> Callable[[Instruction, Frame], Any]:
         op = inst.opcode
@@ -225,15 +221,15 @@ class LaunchPlan(Interpreter):
     # ------------------------------------------------------------ host and raw
 
     def run_raw(self, inst: Instruction, frame: Frame) -> Any:
-        return inst.op.evaluate(inst, frame)  # type: ignore[misc]
+        return Interpreter.evaluate(self, inst, frame)
 
     def run_host(self, inst: Instruction, frame: Frame) -> Any:
         self.stats["host instructions"] += 1
         self.host_opcodes[inst.opcode] = self.host_opcodes.get(inst.opcode, 0) + 1
-        return inst.op.evaluate(inst, HostFrame(frame))  # type: ignore[misc, arg-type]
+        return Interpreter.evaluate(self, inst, HostFrame(frame))  # type: ignore[arg-type]
 
     def run_shape_query(self, inst: Instruction, frame: Frame) -> Any:
-        return inst.op.evaluate(inst, ShapeFrame(frame))  # type: ignore[misc, arg-type]
+        return Interpreter.evaluate(self, inst, ShapeFrame(frame))  # type: ignore[arg-type]
 
     def run_aggregate(self, inst: Instruction, frame: Frame) -> Any:
         """`extract`/`insert` on tuples, arrays and structs keep device arrays; a key that
@@ -519,11 +515,9 @@ class LaunchPlan(Interpreter):
             return out
         lda = m if trans_a else k  # the row length of each operand as stored
         ldb = k if trans_b else n
-        item = da.itemsize
-        if all(self.device.gemm(da, trans_a, trans_b, m, n, k, pa.ptr + i * m * k * item, lda,
-                                pb.ptr + i * k * n * item, ldb, out.ptr + i * m * n * item, n)
-               for i in range(count)):
-            self.stats["gemm library calls"] += count
+        if self.device.gemm(da, trans_a, trans_b, m, n, k, pa.ptr, lda, pb.ptr, ldb, out.ptr,
+                            n, count):
+            self.stats["gemm library calls"] += 1
             return out
         key = (da.str, count, m, n, k, trans_a, trans_b)
         found = self.gemms.get(key)

@@ -199,14 +199,11 @@ def kernels_of(module: ir.Module, dynamic_size: int, libdevice: bool = True
             for inst in block.instructions:
                 counter += 1
                 base = f"{_mangle(fn.name or 'f')}_{counter}"
-                try:  # on a module of its own first: a region that cannot be a kernel
-                    # fails halfway, and must leave nothing behind
-                    _emit_instruction(ll.Module(), flavour, specializer, spec, inst, base,
-                                      static)
+                try:  # a region that cannot be a kernel is refused before it is written
+                    names += _emit_instruction(llmod, flavour, specializer, spec, inst, base,
+                                               static)
                 except KernelError:
                     continue  # runs on the host: nothing to emit
-                names += _emit_instruction(llmod, flavour, specializer, spec, inst, base,
-                                           static)
     return llmod, names
 
 

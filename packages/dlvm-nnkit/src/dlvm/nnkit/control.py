@@ -13,6 +13,7 @@ from typing import Any
 
 from dlvm.ir import Block, Value
 from dlvm.ir.core import Argument, BranchTarget
+from dlvm.opt.transforms.cfg_canonicalize import unique_block_name
 
 from .staging import Rep, Stage, as_rep, current_stage, staging_error
 from .types import TensorSpec, bool_, i64
@@ -50,8 +51,7 @@ def _joined(a: TensorSpec, b: TensorSpec, what: str) -> TensorSpec:
 def _block(stage: Stage, name: str, specs: Sequence[TensorSpec]) -> Block:
     fn = stage.builder.block.function if stage.builder.block is not None else None
     assert fn is not None
-    block = Block(stage.program.unique_block(fn, name),
-                  [Argument(s.ir()) for s in specs])
+    block = Block(unique_block_name(fn, name), [Argument(s.ir()) for s in specs])
     fn.append_block(block)
     return block
 

@@ -247,15 +247,6 @@ class Program:
         self.names.add(found)
         return found
 
-    def unique_block(self, fn: Function, name: str) -> str:
-        """A block name not yet used in `fn`."""
-        used = {b.name for b in fn.blocks}
-        for n in itertools.count(1):
-            found = f"{name}{n}"
-            if found not in used:
-                return found
-        raise AssertionError("unreachable")
-
     def function(self, staged: StagedFunction, specs: tuple[TensorSpec, ...]) -> Function:
         key = (id(staged), specs)
         found = self.emitted.get(key)

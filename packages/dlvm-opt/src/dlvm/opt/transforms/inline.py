@@ -45,6 +45,7 @@ from dlvm.ir import (
     TupleType,
     Value,
 )
+from dlvm.ir.core import copy_field
 
 
 @dataclass
@@ -195,22 +196,6 @@ class _Caller:
             inst.map_operands(resolve)
 
 
-def _copy(obj: Any, values: dict[Value, Value], blocks: dict[Block, Block]) -> Any:
-    """A copy of an instruction field with values and branch targets mapped."""
-    if isinstance(obj, LiteralValue):
-        literal = obj.literal.map_values(lambda v: _copy(v, values, blocks))
-        return obj if literal == obj.literal else LiteralValue(literal, obj.type)
-    if isinstance(obj, Value):
-        return values.get(obj, obj)
-    if isinstance(obj, BranchTarget):
-        return BranchTarget(blocks[obj.block], [_copy(a, values, blocks) for a in obj.args])
-    if isinstance(obj, list):
-        return [_copy(x, values, blocks) for x in obj]
-    if isinstance(obj, tuple):
-        return tuple(_copy(x, values, blocks) for x in obj)
-    return obj
-
-
 @dataclass
 class _Copy:
     """The callee's blocks copied into the caller (not yet inserted)."""
@@ -245,7 +230,7 @@ def _copy_body(caller: _Caller, callee: Function, arguments: dict[Value, Value],
             else:
                 new.append(copy)
     for inst, copy in pairs:  # after all values exist: uses may precede definitions in layout
-        copy.fields = {k: _copy(v, values, blocks) for k, v in inst.fields.items()}
+        copy.fields = {k: copy_field(v, values, blocks) for k, v in inst.fields.items()}
     returns = [copy for _, copy in pairs if copy.opcode == "return"]
     return _Copy(entry, new_blocks, returns)
 
