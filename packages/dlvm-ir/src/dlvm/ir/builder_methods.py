@@ -332,9 +332,9 @@ class InstructionMethods:
         '`concatenate $xs:uses along $axis:int`: join tensors along an axis.'
         return self.create('concatenate', xs=xs, axis=axis, name=name)
 
-    def transpose(self, x: Operand, *, name: str | None = None) -> Instruction:
-        '`transpose $x`: reverse the order of all dimensions.'
-        return self.create('transpose', x=x, name=name)
+    def transpose(self, x: Operand, perm: Sequence[int] | None = None, *, name: str | None = None) -> Instruction:
+        '`transpose $x [along $perm:ints]`: permute the dimensions: result dimension i is dimension perm[i] of the operand (all reversed when `along` is absent).'
+        return self.create('transpose', x=x, perm=perm, name=name)
 
     def reverse(self, x: Operand, dims: Sequence[int], *, name: str | None = None) -> Instruction:
         '`reverse $x along $dims:ints`: reverse element order along the listed dimensions.'

@@ -40,6 +40,7 @@ from llvmlite import ir as ll
 
 from dlvm.ir import Instruction, LiteralValue, Value
 from dlvm.ir.core import ScalarLiteral
+from dlvm.ir.instructions.tensor import permutation
 from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import DataType, TensorType
 from dlvm.llvm.kernel import combinator_name, direct_operands, is_region_instruction, rule_of
@@ -710,7 +711,11 @@ class KernelContext:
 
     def _layout_transpose(self, v: Instruction, idx: list[ll.Value], shape: tuple[int, ...]
                           ) -> ll.Value:
-        return self.value_at(v.x, list(reversed(idx)))
+        order = permutation(v, len(idx))
+        source = [idx[0]] * len(idx)
+        for i, k in enumerate(order):
+            source[k] = idx[i]
+        return self.value_at(v.x, source)
 
     def _layout_reverse(self, v: Instruction, idx: list[ll.Value], shape: tuple[int, ...]
                         ) -> ll.Value:

@@ -32,6 +32,7 @@ import numpy as np
 
 from dlvm.ir import Function, Instruction, LiteralValue, Module, Value
 from dlvm.ir.core import ScalarLiteral
+from dlvm.ir.instructions.tensor import is_reversal
 from dlvm.ir.interp import Frame, Interpreter, located
 from dlvm.ir.runtime import (
     EnumValue,
@@ -301,7 +302,8 @@ class LaunchPlan(Interpreter):
 
         t = self.module.resolve(inst.type)
         fn = inst.block.function if inst.block is not None else None
-        if not isinstance(t, TensorType) or t.rank != 2 or fn is None:
+        if not isinstance(t, TensorType) or t.rank != 2 or fn is None or \
+                not is_reversal(inst, 2):
             return False
         users = fn.analysis(UseDefInfo).users(inst)
         return all(u.opcode == "dot" and (u.lhs is inst) != (u.rhs is inst) for u in users)

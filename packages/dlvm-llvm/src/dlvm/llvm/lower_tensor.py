@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from llvmlite import ir as ll
 
 from dlvm.ir import Function, Instruction, Value
+from dlvm.ir.instructions.tensor import is_reversal, permutation
 from dlvm.ir.types import TensorType
 
 from . import blas
@@ -192,7 +193,7 @@ def contiguous_strides(b: ll.IRBuilder, dims: Sequence[ll.Value]) -> list[ll.Val
 def only_dots_use(fl: FunctionLowering, inst: Instruction) -> bool:
     """A rank-2 `transpose` whose every use is a rank-2 `dot` stays a view: the dots read
     it with a BLAS transpose flag."""
-    if fl.tensor_type(inst).rank != 2:
+    if fl.tensor_type(inst).rank != 2 or not is_reversal(inst, 2):
         return False
     users = fl.own.users.get(inst, [])
     return bool(users) and all(u.opcode == "dot" and fl.tensor_type(u.lhs).rank == 2
@@ -207,13 +208,15 @@ def lower_transpose(fl: FunctionLowering, inst: Instruction) -> ll.Value:
                                                            fl.tensor(inst.x).data,
                                                            fl.tensor(inst.x).dims)
     x = fl.tensor(inst.x)
-    dims = list(reversed(x.dims))
+    order = permutation(inst, xt.rank)
+    dims = [x.dims[k] for k in order]
     if only_dots_use(fl, inst):
         fl.virtual.add(inst)
         return share(fl, inst, inst.x, x.data, dims)
     t = fl.tensor_type(inst)
     struct, data = fl.new_tensor(t, dims)
-    strides = list(reversed(contiguous_strides(fl.b, x.dims)))
+    source_strides = contiguous_strides(fl.b, x.dims)
+    strides = [source_strides[k] for k in order]
     strided_copy(fl, t, data, dims, x.data, strides, i64(0))
     return struct
 

@@ -399,17 +399,27 @@ def _dot_tangent(c: TangentContext, inst: Instruction) -> Value | None:
 # ------------------------------------------------------------------ layout
 
 
+def _inverse_order(inst: Instruction) -> list[int] | None:
+    """The order that undoes a `transpose`'s (None: a reversal, its own inverse)."""
+    if inst.perm is None:
+        return None
+    inverse = [0] * len(inst.perm)
+    for i, k in enumerate(inst.perm):
+        inverse[k] = i
+    return inverse
+
+
 @adjoint("transpose")
 def _transpose_adjoint(c: AdjointContext, inst: Instruction, dy: Value) -> Contributions:
-    """dx = dyᵀ"""
-    return [(inst.x, _fit(c, c.b.transpose(dy), inst.x))]
+    """dx = dy permuted back (P⁻¹)"""
+    return [(inst.x, _fit(c, c.b.transpose(dy, _inverse_order(inst)), inst.x))]
 
 
 @tangent("transpose")
 def _transpose_tangent(c: TangentContext, inst: Instruction) -> Value | None:
-    """ṙ = ẋᵀ"""
+    """ṙ = ẋ permuted (P)"""
     t = _t(c, inst.x)
-    return None if t is None else c.b.transpose(t)
+    return None if t is None else c.b.transpose(t, inst.perm)
 
 
 @adjoint("reverse")

@@ -285,14 +285,35 @@ define("concatenate", "$xs:uses along $axis:int", _concatenate_rule, traits=("pu
        evaluate=_concatenate_eval, category="layout", summary="join tensors along an axis")
 
 
+def permutation(inst: Instruction, rank: int) -> list[int]:
+    """A `transpose`'s order of dimensions: the one written after `along`, or all of
+    them reversed."""
+    perm = getattr(inst, "perm", None)
+    return list(perm) if perm is not None else list(reversed(range(rank)))
+
+
+def is_reversal(inst: Instruction, rank: int) -> bool:
+    """Whether a `transpose` reverses its operand's dimensions (a matrix transpose at rank 2)."""
+    return permutation(inst, rank) == list(reversed(range(rank)))
+
+
 def _transpose_rule(inst: Instruction, m: Module | None) -> Type:
     x = tensor_type(inst.x, m)
-    return x.with_shape(tuple(reversed(x.shape)))
+    if inst.perm is not None:
+        if len(inst.perm) != x.rank:
+            fail(f"the order lists {len(inst.perm)} dimensions, the operand has {x.rank}")
+        check_axes(inst.perm, x.rank)
+    return x.with_shape(tuple(x.shape[k] for k in permutation(inst, x.rank)))
 
 
-define("transpose", "$x", _transpose_rule, traits=("pure",),
-       evaluate=lambda inst, f: result_array(inst, np.transpose(f.get(inst.x))),
-       category="layout", summary="reverse the order of all dimensions")
+def _transpose_eval(inst: Instruction, f: Any) -> Any:
+    return result_array(inst, np.transpose(f.get(inst.x), inst.perm))
+
+
+define("transpose", "$x [along $perm:ints]", _transpose_rule, traits=("pure",),
+       evaluate=_transpose_eval, category="layout",
+       summary="permute the dimensions: result dimension i is dimension perm[i] of the "
+               "operand (all reversed when `along` is absent)")
 
 
 def _reverse_rule(inst: Instruction, m: Module | None) -> Type:

@@ -47,6 +47,7 @@ from dlvm.ir import (
 from dlvm.ir.analysis import UseDefInfo
 from dlvm.ir.core import ZERO, erase_instructions
 from dlvm.ir.instructions.elementwise import BOOLEAN_BINARY, COMPARE, NUMERIC_BINARY
+from dlvm.ir.instructions.tensor import is_reversal, permutation
 from dlvm.ir.types import DataType, scalar
 
 from ..rewrite import is_pure
@@ -381,10 +382,29 @@ def involution(opcode: str) -> RuleFn:
         inner = s.defined_by(s.inst.x, opcode)
         if inner is None:
             return None
+        if opcode == "transpose" and not _orders_cancel(inner, s.inst):
+            return None
         x = inner.x
         return x if s.same_type(x) else None
     apply.__doc__ = f"{opcode}({opcode} x) = x"
     return apply
+
+
+def _orders_cancel(first: Instruction, second: Instruction) -> bool:
+    """Whether transposing by `first`'s order, then by `second`'s, is the identity."""
+    t = first.type
+    if not isinstance(t, TensorType):
+        return False
+    a, b = permutation(first, t.rank), permutation(second, t.rank)
+    return [a[k] for k in b] == list(range(t.rank))
+
+
+def transpose_identity(s: Site) -> Value | None:
+    """transpose x along 0, 1, …, n−1 = x"""
+    perm = s.inst.perm
+    if perm is None or list(perm) != list(range(len(perm))):
+        return None
+    return s.inst.x if s.same_type(s.inst.x) else None
 
 
 def transpose_low_rank(s: Site) -> Value | None:
@@ -409,7 +429,8 @@ def dot_of_transposes(s: Site) -> Value | None:
     if ta is None or tb is None or ta is tb or not (s.single_use(ta) and s.single_use(tb)):
         return None
     a, b = s.tensor(ta.x), s.tensor(tb.x)
-    if a is None or b is None or a.rank != 2 or b.rank != 2:
+    if a is None or b is None or a.rank != 2 or b.rank != 2 or \
+            not (is_reversal(ta, 2) and is_reversal(tb, 2)):
         return None
     return s.build("transpose", s.build("dot", tb.x, ta.x))
 
@@ -714,6 +735,7 @@ def _rules() -> tuple[Rule, ...]:
         Rule("double-not", ("not",), involution("not")),
         Rule("double-transpose", ("transpose",), involution("transpose")),
         Rule("transpose-vector", ("transpose",), transpose_low_rank),
+        Rule("transpose-identity", ("transpose",), transpose_identity),
         Rule("double-reverse", ("reverse",), reverse_reverse),
         Rule("dot-of-transposes", ("dot",), dot_of_transposes),
         Rule("squeeze-of-pad", ("squeezeShape",), squeeze_of_pad),
