@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from dlvm.ir import DerivativeDecl, Function, Instruction, Module, Pass, PassContext, Value
-from dlvm.ir.derivatives import gradient_type, outputs_of
+from dlvm.ir.derivatives import differentiable_argument, gradient_type, outputs_of
 from dlvm.ir.types import FunctionType, TupleType
 
 from .activity import carries_derivative
@@ -129,8 +129,7 @@ class Generator:
         ftype = FunctionType(tuple(self.module.resolve(t) for t in g.type_.arguments),
                              self.module.resolve(g.type_.result))
         wrt = tuple(i for i, t in enumerate(ftype.arguments)
-                    if carries_derivative(t, self.module) and c.wants(inst.args[i]) and
-                    self.module.resolve(t).__class__.__name__ == "TensorType")
+                    if differentiable_argument(t, self.module) and c.wants(inst.args[i]))
         if not wrt:
             return []
         args = [c.primal(a) for a in inst.args]

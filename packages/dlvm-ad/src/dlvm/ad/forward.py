@@ -83,7 +83,7 @@ class TangentBuilder:
         self.f = f
         self.ftype = FunctionType(tuple(self.module.resolve(t) for t in f.type_.arguments),
                                   self.module.resolve(f.type_.result))
-        self.wrt = wrt_indices(decl, self.ftype)
+        self.wrt = wrt_indices(decl, self.ftype, self.module)
         self.b = Builder(self.module)
 
     def build(self) -> None:

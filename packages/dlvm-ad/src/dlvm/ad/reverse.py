@@ -215,7 +215,7 @@ class ReverseBuilder:
         self.ftype: FunctionType = FunctionType(
             tuple(self.module.resolve(t) for t in f.type_.arguments),
             self.module.resolve(f.type_.result))
-        self.wrt = wrt_indices(decl, self.ftype)
+        self.wrt = wrt_indices(decl, self.ftype, self.module)
         self.output = differentiated_output(decl, self.ftype)
         self.b = Builder(self.module)
         self.tape_values = 0
@@ -274,7 +274,7 @@ class ReverseBuilder:
 
     def begin(self) -> tuple[Block, list[Value]]:
         """The entry block of `df`, with the primal's arguments (and the seed)."""
-        arg_types = list(self.ftype.arguments)
+        arg_types = list(self.f.type_.arguments)  # as declared, aliases kept
         names = [a.name for a in self.f.entry.arguments]
         if self.decl.seedable:
             arg_types.append(self.output)

@@ -38,9 +38,10 @@ def central_difference(fn: object, x: np.ndarray, h: float = 1e-6) -> np.ndarray
 
 
 def numeric_gradient(call: object, args: list[np.ndarray], index: int, seed: np.ndarray,
-                     output: int, h: float = 1e-6) -> np.ndarray:
-    """d⟨seed, f(args)[output]⟩ / d args[index] by central differences."""
-    x = np.array(args[index], dtype=np.float64)
+                     output: int, h: float = 1e-6, path: tuple[int, ...] = ()) -> np.ndarray:
+    """d⟨seed, f(args)[output]⟩ / d args[index] by central differences; `path` picks an
+    element of a tuple argument (nested tuples: one index per level)."""
+    x = np.array(_at(args[index], path), dtype=np.float64)
     grad = np.zeros_like(x)
     flat = x.reshape(-1)
     for k in range(flat.size):
@@ -49,12 +50,33 @@ def numeric_gradient(call: object, args: list[np.ndarray], index: int, seed: np.
         for step in (h, -h):
             flat[k] = old + step
             shifted = list(args)
-            shifted[index] = x.copy()
+            shifted[index] = _replaced(args[index], path, x.copy())
             out = call(*shifted)[output]  # type: ignore[operator]
             values.append(float(np.sum(seed * out)))
         flat[k] = old
         grad.reshape(-1)[k] = (values[0] - values[1]) / (2 * h)
     return grad
+
+
+def _at(x: object, path: tuple[int, ...]) -> object:
+    for i in path:
+        x = x[i]  # type: ignore[index]
+    return x
+
+
+def _replaced(x: object, path: tuple[int, ...], new: np.ndarray) -> object:
+    if not path:
+        return new
+    items = list(x)  # type: ignore[call-overload]
+    items[path[0]] = _replaced(items[path[0]], path[1:], new)
+    return tuple(items)
+
+
+def _leaves(x: object, path: tuple[int, ...] = ()) -> list[tuple[int, ...]]:
+    """The paths of the arrays in a (nested) tuple argument; `[()]` for an array."""
+    if isinstance(x, tuple | list):
+        return [p for i, e in enumerate(x) for p in _leaves(e, (*path, i))]
+    return [path]
 
 
 def check_gradient(text: str | ir.Module, f: str, df: str, args: Sequence[np.ndarray], *,
@@ -66,7 +88,7 @@ def check_gradient(text: str | ir.Module, f: str, df: str, args: Sequence[np.nda
     of = decl.of
     assert isinstance(of, ir.Function)
     exe = compile_for_test(module, target)
-    args = [np.asarray(a) for a in args]
+    args = [a if isinstance(a, tuple | list) else np.asarray(a) for a in args]
     out_index = decl.from_index or 0
     primal = exe.call(f, *args)
     out = primal[out_index]
@@ -77,20 +99,25 @@ def check_gradient(text: str | ir.Module, f: str, df: str, args: Sequence[np.nda
     seed_value = (np.ones_like(out, dtype=np.float64) if seed is None
                   else np.asarray(seed, np.float64))
     differentiated_output(decl, of.type_)
-    for position, index in enumerate(wrt_indices(decl, of.type_)):
-        expected = numeric_gradient(lambda *a: exe.call(f, *a), args, index, seed_value,
-                                    out_index)
-        got = np.asarray(results[position], dtype=np.float64)
-        if got.shape != expected.shape:
-            raise AssertionError(f"d/d argument {index}: shape {got.shape}, expected "
-                                 f"{expected.shape}")
-        if not np.allclose(got, expected, rtol=rtol, atol=atol):
-            worst = np.unravel_index(np.argmax(np.abs(got - expected)), got.shape) if got.ndim \
-                else ()
-            raise AssertionError(f"d/d argument {index} differs from finite differences: at "
-                                 f"{worst} got {got[worst]!r}, expected {expected[worst]!r}\n"
-                                 f"got {got}\nexpected {expected}")
-    kept = results[len(wrt_indices(decl, of.type_)):]
+    wrt = wrt_indices(decl, of.type_, module)
+    position = 0  # results are flat: a tuple argument's derivative is one array per element
+    for index in wrt:
+        for path in _leaves(args[index]):
+            expected = numeric_gradient(lambda *a: exe.call(f, *a), args, index, seed_value,
+                                        out_index, path=path)
+            got = np.asarray(results[position], dtype=np.float64)
+            position += 1
+            what = f"argument {index}" + "".join(f"[{i}]" for i in path)
+            if got.shape != expected.shape:
+                raise AssertionError(f"d/d {what}: shape {got.shape}, expected "
+                                     f"{expected.shape}")
+            if not np.allclose(got, expected, rtol=rtol, atol=atol):
+                worst = np.unravel_index(np.argmax(np.abs(got - expected)), got.shape) \
+                    if got.ndim else ()
+                raise AssertionError(f"d/d {what} differs from finite differences: at "
+                                     f"{worst} got {got[worst]!r}, expected {expected[worst]!r}"
+                                     f"\ngot {got}\nexpected {expected}")
+    kept = results[position:]
     for k, value in zip(decl.keeping, kept, strict=True):
         np.testing.assert_allclose(value, primal[k], rtol=1e-12, atol=0)
     return tuple(results)
@@ -106,7 +133,7 @@ def check_tangent(text: str | ir.Module, f: str, tf: str, args: Sequence[np.ndar
     assert isinstance(of, ir.Function)
     exe = compile_for_test(module, target)
     args = [np.asarray(a, dtype=np.asarray(a).dtype) for a in args]
-    wrt = wrt_indices(decl, of.type_)
+    wrt = wrt_indices(decl, of.type_, module)
     out_index = decl.from_index or 0
     results = exe.call(tf, *args, *tangents)
 

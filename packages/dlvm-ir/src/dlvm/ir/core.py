@@ -17,9 +17,11 @@ from .diagnostics import Location
 from .types import (
     INVALID,
     AliasDecl,
+    ArrayType,
     FunctionType,
     NominalType,
     PointerType,
+    TupleType,
     Type,
     TypeDecl,
 )
@@ -934,4 +936,22 @@ class Module:
         if memo is not None:
             for name in seen:
                 memo[name] = t
+        return t
+
+    def resolve_deep(self, t: Type, _path: frozenset[str] = frozenset()) -> Type:
+        """`t` with transparent aliases followed everywhere inside it (tuples, arrays,
+        functions), to compare types structurally. An alias met again on its own path (a
+        cycle the verifier reports) is left as it is."""
+        if isinstance(t, NominalType):
+            if t.name in _path:
+                return t
+            _path = _path | {t.name}
+            t = self.resolve(t)
+        if isinstance(t, TupleType):
+            return TupleType(tuple(self.resolve_deep(e, _path) for e in t.elements))
+        if isinstance(t, ArrayType):
+            return ArrayType(t.count, self.resolve_deep(t.element, _path))
+        if isinstance(t, FunctionType):
+            return FunctionType(tuple(self.resolve_deep(a, _path) for a in t.arguments),
+                                self.resolve_deep(t.result, _path))
         return t

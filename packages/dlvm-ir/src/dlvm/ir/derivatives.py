@@ -46,8 +46,10 @@ def differentiated_output(decl: DerivativeDecl, ftype: FunctionType) -> Type:
     return out
 
 
-def wrt_indices(decl: DerivativeDecl, ftype: FunctionType) -> tuple[int, ...]:
-    """The differentiated arguments; all differentiable ones when `wrt` is absent."""
+def wrt_indices(decl: DerivativeDecl, ftype: FunctionType, module: Module | None = None
+                ) -> tuple[int, ...]:
+    """The differentiated arguments; every float tensor argument when `wrt` is absent
+    (a tuple of tensors is differentiated when `wrt` names it)."""
     args = ftype.arguments
     if decl.wrt is None:
         return tuple(i for i, t in enumerate(args) if is_differentiable(t))
@@ -58,10 +60,20 @@ def wrt_indices(decl: DerivativeDecl, ftype: FunctionType) -> tuple[int, ...]:
                                 f"{len(args)} arguments")
         if i in seen:
             raise TypeRuleError(f"'wrt' lists argument {i} twice")
-        if not is_differentiable(args[i]):
+        if not differentiable_argument(args[i], module):
             raise TypeRuleError(f"argument {i} of type '{args[i]}' is not differentiable")
         seen.add(i)
     return tuple(decl.wrt)
+
+
+def differentiable_argument(t: Type, module: Module | None = None) -> bool:
+    """A float tensor, or a tuple of them (nested, through aliases): a model's parameters
+    packed in one value, whose derivative is the tuple of its elements' derivatives."""
+    if module is not None:
+        t = module.resolve_deep(t)
+    if isinstance(t, TupleType):
+        return bool(t.elements) and all(differentiable_argument(e) for e in t.elements)
+    return is_differentiable(t)
 
 
 def gradient_type(decl: DerivativeDecl, ftype: FunctionType, module: Module | None = None
@@ -71,7 +83,7 @@ def gradient_type(decl: DerivativeDecl, ftype: FunctionType, module: Module | No
         args = tuple(module.resolve(t) for t in ftype.arguments)
         ftype = FunctionType(args, module.resolve(ftype.result))
     seed = differentiated_output(decl, ftype)
-    wrt = wrt_indices(decl, ftype)
+    wrt = wrt_indices(decl, ftype, module)
     outputs = outputs_of(ftype)
     seen: set[int] = set()
     for k in decl.keeping:

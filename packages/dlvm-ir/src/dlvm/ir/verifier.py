@@ -229,7 +229,8 @@ class Verifier:
         except TypeRuleError as e:
             self.error(f"invalid gradient declaration of '@{of.name}': {e}", where)
             return
-        if not types_compatible(self.module.resolve(fn.type), expected):
+        if not types_compatible(self.module.resolve_deep(fn.type),
+                                self.module.resolve_deep(expected)):
             self.error(f"gradient declaration '@{fn.name}' must have type '{expected}', "
                        f"found '{fn.type}'", where)
 
