@@ -82,6 +82,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           "names)", items=STR),
         "init": Key(STR + TABLE, "zeros | normal | glorot, or a table by parameter name",
                     choices=INITS),
+        "init_function": Key(STR, "a function () -> (params…) of the module that makes the "
+                             "initial parameters, run by the interpreter (not with init)"),
         "init_seed": Key(INT, "seed of the initialization (default 0)", minimum=0),
         "init_scale": Key(NUM, "standard deviation of 'normal' (default 0.01)", minimum=0),
         "load": Key(STR, ".npz of initial parameters, by name", is_path=True,

@@ -95,6 +95,7 @@ class TrainSpec:
     step: str
     parameters: list[str]
     init: dict[str, str]
+    init_function: str | None
     init_seed: int
     init_scale: float
     load: Path | None
@@ -462,7 +463,10 @@ class Loader:
         evaluate = t.get("evaluate", {})
         eval_fn = (self.function(module, evaluate["function"], ("train", "evaluate", "function"))
                    if "function" in evaluate else None)
-        if step is None or (evaluate and eval_fn is None):
+        init_fn = (self.function(module, t["init_function"], ("train", "init_function"))
+                   if "init_function" in t else None)
+        if step is None or (evaluate and eval_fn is None) or ("init_function" in t
+                                                              and init_fn is None):
             return None
         n = len(step.type_.arguments) - 3
         if n < 1:
@@ -474,7 +478,8 @@ class Loader:
         if names is None:
             return None
         spec = TrainSpec(
-            step.name or t["step"], names, self.inits(t, names), int(t.get("init_seed", 0)),
+            step.name or t["step"], names, self.inits(t, names),
+            init_fn.name if init_fn is not None else None, int(t.get("init_seed", 0)),
             float(t.get("init_scale", 0.01)),
             self.path(t["load"]) if "load" in t else None, int(t.get("batch_size", 32)),
             int(t["epochs"]), float(t["learning_rate"]), float(t.get("decay", 0.0)),
@@ -528,6 +533,14 @@ class Loader:
         return None if len(self.problems) > before else list(names)
 
     def inits(self, t: dict[str, Any], names: list[str]) -> dict[str, str]:
+        if "init_function" in t:  # the function makes every parameter: no scheme applies
+            if "init" in t:
+                self.problem(("train", "init_function"), "give either 'init' or "
+                             "'init_function', not both")
+            if "init_scale" in t:
+                self.problem(("train", "init_scale"), "is the spread of init = \"normal\"; "
+                             "it has no effect with 'init_function': remove one of them")
+            return {}
         init = t.get("init", "glorot")
         inits = {name: init for name in names} if isinstance(init, str) else dict(init)
         for name, scheme in inits.items():

@@ -116,7 +116,8 @@ def check_signatures(module: ir.Module, spec: TrainSpec, data: DataSpec
         t = _tensor(module, args[i])
         if t is None:
             out.append((where, f"parameter '{name}' of type '{args[i]}' must be a tensor"))
-        elif spec.load is None and (not t.dtype.is_float or any(d is None for d in t.shape)):
+        elif (spec.load is None and spec.init_function is None
+              and (not t.dtype.is_float or any(d is None for d in t.shape))):
             out.append((where, f"parameter '{name}' of type '{args[i]}' must be a float "
                                "tensor of static shape to be initialized"))
         if t is not None and i < len(results) and module.resolve(results[i]) != t:
@@ -138,6 +139,8 @@ def check_signatures(module: ir.Module, spec: TrainSpec, data: DataSpec
                            f"scalar, found '{args[n + 2]}'"))
     if spec.evaluate is not None:
         out += check_evaluation(module, spec, args[:n + 1], inputs)
+    if spec.init_function is not None:
+        out += check_init_function(module, spec, args[:n])
     return out
 
 
@@ -167,6 +170,29 @@ def check_evaluation(module: ir.Module, spec: TrainSpec, step_args: list[ir.Type
         out.append((where, f"'@{spec.evaluate}' must return scores of shape [examples, "
                            f"classes], found '{fn.type_.result}'"))
     return out
+
+
+def check_init_function(module: ir.Module, spec: TrainSpec, params: list[ir.Type]
+                        ) -> list[tuple[KeyPath, str]]:
+    """The initialization takes nothing and returns the step's parameters: a tuple of their
+    types (an alias will do), or the one parameter itself."""
+    fn = module.function(spec.init_function or "")
+    assert fn is not None
+    where: KeyPath = ("train", "init_function")
+    name = spec.init_function
+    if fn.type_.arguments:
+        k = len(fn.type_.arguments)
+        return [(where, f"'@{name}' must take no arguments (it returns the initial "
+                        f"parameters); it takes {k} argument{'s' if k > 1 else ''}")]
+    result = module.resolve(fn.type_.result)
+    results = result.elements if isinstance(result, ir.TupleType) else (fn.type_.result,)
+    if len(results) != len(params):
+        return [(where, f"'@{name}' must return one value per parameter "
+                        f"({', '.join(spec.parameters)}), {len(params)} in all; it returns "
+                        f"{len(results)}")]
+    return [(where, f"'@{name}' returns '{r}' for parameter '{p}' of type '{t}'")
+            for p, r, t in zip(spec.parameters, results, params, strict=True)
+            if module.resolve(r) != module.resolve(t)]
 
 
 def prepare(module: ir.Module, spec: TrainSpec, data: DataSpec, resume: bool) -> None:
@@ -257,9 +283,13 @@ def batches(n: int, size: int, seed: int, epoch: int) -> Iterator[np.ndarray]:
 # ---------------------------------------------------------------- parameters
 
 
-def initial_parameters(spec: TrainSpec, types: list[TensorType]) -> dict[str, np.ndarray]:
+def initial_parameters(module: ir.Module, spec: TrainSpec, types: list[TensorType]
+                       ) -> dict[str, np.ndarray]:
+    """Resumed or loaded parameters (found by validation), else a fresh start."""
     if spec.initial is not None:
         return dict(spec.initial)
+    if spec.init_function is not None:
+        return run_init_function(module, spec, types)
     rng = np.random.default_rng(spec.init_seed)
     out = {}
     for name, t in zip(spec.parameters, types, strict=True):
@@ -279,6 +309,30 @@ def init(scheme: str, shape: tuple[int, ...], rng: np.random.Generator,
     fan_in, fan_out = math.prod(shape[:-1]), shape[-1]
     limit = math.sqrt(6.0 / (fan_in + fan_out))
     return rng.uniform(-limit, limit, shape)
+
+
+def run_init_function(module: ir.Module, spec: TrainSpec, types: list[TensorType]
+                      ) -> dict[str, np.ndarray]:
+    """What `init_function` returns, computed by the reference interpreter seeded with
+    `init_seed`, so that the parameters are reproducible and the same on every target."""
+    name = spec.init_function
+    what = f"train.init_function: '@{name}'"
+    try:
+        values = ir.compile(module, "interp", seed=spec.init_seed).call(name)
+    except ir.DlvmError as e:
+        detail = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
+        raise ir.DlvmError(f"{what} failed: {detail or type(e).__name__}") from None
+    out = {}
+    for param, t, value in zip(spec.parameters, types, values, strict=True):
+        arr = convert_argument(value, t, f"{what}: parameter '{param}'")
+        bad = np.argwhere(~np.isfinite(arr)) if arr.dtype.kind in "fc" else ()
+        if len(bad):
+            at = tuple(int(i) for i in bad[0])
+            index = f" at index {at}" if at else ""
+            raise ir.DlvmError(f"{what} returns {arr[at]} for parameter '{param}'{index}; "
+                               "the initial parameters must be finite")
+        out[param] = arr
+    return out
 
 
 def read_parameters(path: Path, names: list[str], types: list[TensorType],
@@ -453,9 +507,9 @@ def train(exe: Any, module: ir.Module, spec: TrainSpec, reporter: Reporter,
         reporter.log(f"resuming from '{spec.checkpoint}' after epoch {start}")
         if spec.metrics is not None:
             reconcile_metrics(spec.metrics, start)
-    else:
-        start_fresh(spec)
-    params = initial_parameters(spec, types[:n])  # type: ignore[arg-type]
+    params = initial_parameters(module, spec, types[:n])  # type: ignore[arg-type]
+    if not resume:
+        start_fresh(spec)  # after the initialization, which may fail: nothing lost then
     interrupt = Interrupt()
     result = TrainResult(start, None, None, False)
     size = len(dataset.x_train)
