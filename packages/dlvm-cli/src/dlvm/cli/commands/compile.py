@@ -2,6 +2,8 @@
 
 The target optimizes the module as it would to run it, then writes LLVM IR, assembly, PTX
 or an object file; text goes to stdout by default, an object file only with `-o`.
+`--emit dlvm` writes the module itself as DLVM IR text, as the front end made it (a `.tel`
+or `.py` file becomes IR) or after `--passes`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ def compile_(
         "--target", "-t", metavar="T", help="Target name (default: the fastest installed).")
     ] = None,
     emit: Annotated[str, typer.Option(
-        "--emit", metavar="KIND", help="llvm, asm, obj (llvm-cpu) or ptx (nvptx).")] = "llvm",
+        "--emit", metavar="KIND",
+        help="llvm, asm, obj (llvm-cpu), ptx (nvptx), or dlvm: the module as DLVM IR.")
+    ] = "llvm",
     output: Annotated[str, typer.Option(
         "--output", "-o", metavar="OUT", help="Write here instead of stdout.")] = STDIO,
     arch: Annotated[str | None, typer.Option(
@@ -38,6 +42,9 @@ def compile_(
         help="An option of the target (repeatable; the value is read as TOML).")] = None,
 ) -> None:
     """Compile an IR file for a target and write its code."""
+    if emit == "dlvm":
+        emit_dlvm(file, output, passes)
+        return
     target_name = resolve_target(target)
     assignments = list(target_option or [])
     if arch is not None:
@@ -61,6 +68,17 @@ def compile_(
         write_bytes(output, code)
     else:
         write_text(output, code)
+
+
+def emit_dlvm(file: str, output: str, passes: str | None) -> None:
+    """The module as DLVM IR: what a front end makes of a `.tel` or `.py` file."""
+    check_output(output)
+    check_not_input(output, [file])
+    module = load_module(file)
+    if passes:
+        with warnings_reported():
+            ir.run_passes(module, passes)
+    write_text(output, ir.print_module(module))
 
 
 def write_bytes(path: str, data: bytes) -> None:

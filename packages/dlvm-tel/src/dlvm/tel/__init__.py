@@ -1,0 +1,35 @@
+"""TEL, the Tensor Expression Language: a declarative, shape-typed language for neural
+networks, compiled to DLVM IR.
+
+    import dlvm.tel as tel
+    module = tel.compile_file("mnist.tel")      # @inference, @loss, @loss_grad, @init_params…
+    print(module)
+
+The language is specified in docs/tel.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dlvm.ir as ir
+
+from .checker import Checked, check
+from .codegen import generate
+from .parser import parse
+from .syntax import Program
+
+__all__ = ["Checked", "Program", "check", "compile", "compile_file", "generate", "parse"]
+
+
+def compile(text: str, filename: str = "<tel>") -> ir.Module:
+    """The IR module of TEL source text; errors are `FILE:LINE:COL` diagnostics."""
+    return generate(check(parse(text, filename)))
+
+
+def compile_file(path: str | Path) -> ir.Module:
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ir.DlvmError(f"{path}: error: cannot read the file: {e}") from None
+    return compile(text, str(path))

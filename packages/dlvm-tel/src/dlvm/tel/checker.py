@@ -1,0 +1,536 @@
+"""TEL's semantic checks and shape inference.
+
+Every problem is a `FILE:LINE:COL: error:` diagnostic; all of a file's are reported
+together. Shapes follow numpy broadcasting (trailing dimensions aligned, size 1 stretches),
+with `_` (dynamic) matching any size; the tensor product is the matrix product, with a
+vector on either side.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from dlvm.ir import Diagnostic, DiagnosticError, Location
+
+from .intrinsics import INITIALIZERS, TABLE
+from .syntax import (
+    Binary,
+    Call,
+    Concat,
+    Declaration,
+    Expr,
+    Name,
+    Number,
+    Program,
+    Recurrent,
+    Reshape,
+    Shape,
+    Transpose,
+    Unary,
+)
+
+
+class ShapeError(Exception):
+    def __init__(self, message: str, location: Location) -> None:
+        super().__init__(message)
+        self.location = location
+
+
+def show(shape: Shape) -> str:
+    return "[" + " x ".join("_" if d is None else str(d) for d in shape) + "]"
+
+
+def dims_match(a: int | None, b: int | None) -> bool:
+    return a is None or b is None or a == b
+
+
+def shapes_match(a: Shape, b: Shape) -> bool:
+    return len(a) == len(b) and all(dims_match(x, y) for x, y in zip(a, b, strict=True))
+
+
+def broadcast(a: Shape, b: Shape) -> Shape | None:
+    """numpy's broadcasting, with None (dynamic) matching anything."""
+    out: list[int | None] = []
+    for k in range(1, max(len(a), len(b)) + 1):
+        x = a[-k] if k <= len(a) else 1
+        y = b[-k] if k <= len(b) else 1
+        if x == 1:
+            out.append(y)
+        elif y == 1:
+            out.append(x)
+        elif x is None or y is None:
+            out.append(x if y is None else y)
+        elif x == y:
+            out.append(x)
+        else:
+            return None
+    return tuple(reversed(out))
+
+
+def product_shape(a: Shape, b: Shape) -> Shape | None:
+    """The tensor product `a . b`: vector·vector, matrix·vector, vector·matrix,
+    matrix·matrix, or a batch of matrix products (equal leading dimensions)."""
+    if not a or not b:
+        return None
+    if len(a) == 1 and len(b) == 1:
+        return () if dims_match(a[0], b[0]) else None
+    if len(a) == 1:
+        return (*b[:-2], b[-1]) if len(b) == 2 and dims_match(a[0], b[0]) else None
+    if len(b) == 1:
+        return (a[0],) if len(a) == 2 and dims_match(a[1], b[0]) else None
+    if len(a) != len(b) or not dims_match(a[-1], b[-2]):
+        return None
+    if not all(dims_match(x, y) for x, y in zip(a[:-2], b[:-2], strict=True)):
+        return None
+    batch = tuple(x if x is not None else y for x, y in zip(a[:-2], b[:-2], strict=True))
+    return (*batch, a[-2], b[-1])
+
+
+@dataclass
+class Checked:
+    """A program that passed every check, with what the code generator needs to know."""
+
+    program: Program
+    shapes: dict[str, Shape]  # every declaration's shape (declared, refined by inference)
+    recurrent: Recurrent | None
+    sequences: list[str] = field(default_factory=list)  # inputs read as `xs[t]`
+    carried: list[str] = field(default_factory=list)  # recurrent values that cross steps
+
+    @property
+    def dtype(self) -> str:
+        return self.program.dtype
+
+    def role(self, role: str) -> list[Declaration]:
+        return [d for d in self.program.declarations if d.role == role]
+
+
+class Checker:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.errors: list[Diagnostic] = []
+        self.decls: dict[str, Declaration] = {}
+        self.shapes: dict[str, Shape] = {}
+        self.busy: list[str] = []  # declarations whose value is being inferred
+        self.done: set[str] = set()  # declarations whose value has been inferred
+        self.block: Recurrent | None = None
+        self.in_block = False
+        self.sequences: dict[str, None] = {}
+        self.previous: dict[str, None] = {}  # recurrent values read at t-1
+        self.is_float = program.dtype.startswith("float")
+
+    def error(self, message: str, location: Location) -> None:
+        self.errors.append(Diagnostic(message, location))
+
+    # ------------------------------------------------------------ the program
+
+    def check(self) -> Checked:
+        p = self.program
+        if len(p.recurrent) > 1:
+            for r in p.recurrent[1:]:
+                self.error("a module has at most one recurrent block (put every recurrent "
+                           "value in one block)", r.location)
+        self.block = p.recurrent[0] if p.recurrent else None
+        for d in p.declarations:
+            if d.name in self.decls:
+                first = self.decls[d.name].location
+                self.error(f"'{d.name}' is already declared (at line {first.line})",
+                           d.location)
+                continue
+            if d.name in INITIALIZERS or d.name in TABLE:
+                self.error(f"'{d.name}' is the name of a function; choose another name",
+                           d.location)
+            self.decls[d.name] = d
+            self.declared_form(d)
+        for d in p.declarations:
+            if self.decls.get(d.name) is d and d.role != "in" and d.value is not None:
+                if d.role == "param":
+                    self.initializer(d)
+                else:
+                    self.value_shape(d)
+        if self.block is not None:
+            self.check_block(self.block)
+        for loss in p.losses:
+            self.check_loss(loss.name, loss.value, loss.location)
+        self.roles()
+        if self.errors:
+            self.errors.sort(key=lambda e: (e.location.line, e.location.column)
+                             if e.location else (0, 0))
+            raise DiagnosticError(self.errors)
+        carried = [d.name for d in (self.block.declarations if self.block else [])
+                   if d.name in self.previous or self.used_after_block(d.name)]
+        return Checked(p, self.shapes, self.block, list(self.sequences), carried)
+
+    def declared_form(self, d: Declaration) -> None:
+        self.shapes[d.name] = d.shape
+        if d.recurrent and d.role != "hidden":
+            what = {"in": "an input", "param": "a parameter",
+                    "out": "an output (declare it after the block; it reads the final "
+                           "state)"}[d.role]
+            self.error(f"'{d.name}': {what} cannot be declared inside a recurrent block",
+                       d.location)
+        if d.role == "in" and d.value is not None:
+            self.error(f"unexpected initializer: the input '{d.name}' gets its value from "
+                       "the caller", d.value.location)
+        elif d.role != "in" and d.value is None:
+            if d.role == "param":
+                self.error(f"missing initializer: the parameter '{d.name}' needs one (a "
+                           "constant, random(lo, hi), normal(σ) or glorot)", d.location)
+            else:
+                self.error(f"missing initializer: '{d.name}' needs its defining expression "
+                           f"('{d.name}: {d.role}[…] = …')", d.location)
+        if d.role == "param" and any(x is None for x in d.shape):
+            self.error(f"the parameter '{d.name}' needs a static shape, found {show(d.shape)}",
+                       d.shape_location)
+
+    def initializer(self, d: Declaration) -> None:
+        v = d.value
+        assert v is not None
+        if isinstance(v, Number) or (isinstance(v, Unary) and isinstance(v.x, Number)):
+            self.constant(v.x if isinstance(v, Unary) else v)  # type: ignore[arg-type]
+            return
+        if isinstance(v, Name) and v.name == "glorot" and v.time is None:
+            if len(d.shape) < 2:
+                self.error(f"glorot needs a parameter of rank 2 or more ('{d.name}' is "
+                           f"{show(d.shape)}); use a constant such as 0.0", v.location)
+            if not self.is_float:
+                self.error("glorot initializes floating-point parameters", v.location)
+            return
+        if isinstance(v, Call) and v.function in ("random", "normal"):
+            want = 2 if v.function == "random" else 1
+            if len(v.args) != want:
+                sig = "random(lo, hi)" if want == 2 else "normal(σ)"
+                self.error(f"{sig} takes {want} argument{'s' * (want > 1)}, found "
+                           f"{len(v.args)}", v.location)
+                return
+            values = []
+            for a in v.args:
+                n = a.x if isinstance(a, Unary) and isinstance(a.x, Number) else a
+                if not isinstance(n, Number):
+                    self.error(f"the arguments of {v.function} are constants", a.location)
+                    return
+                self.constant(n)
+                values.append(-n.value if isinstance(a, Unary) else n.value)
+            if v.function == "random" and not values[0] < values[1]:
+                self.error(f"random(lo, hi) needs lo < hi, found random({values[0]}, "
+                           f"{values[1]})", v.location)
+            if v.function == "normal":
+                if values[0] <= 0:
+                    self.error(f"normal(σ) needs σ > 0, found {values[0]}", v.location)
+                if not self.is_float:
+                    self.error("normal(σ) initializes floating-point parameters", v.location)
+            return
+        self.error(f"a parameter's initializer is a constant, random(lo, hi), normal(σ) or "
+                   f"glorot, not an expression ('{d.name}')", v.location)
+
+    def constant(self, n: Number) -> None:
+        if not self.is_float and not isinstance(n.value, int):
+            self.error(f"constant-type mismatch: {n.text} is not a {self.program.dtype} "
+                       "constant", n.location)
+
+    def roles(self) -> None:
+        p = self.program
+        for role, what in (("in", "an input"), ("out", "an output")):
+            if not any(d.role == role for d in p.declarations):
+                self.error(f"the module declares no {role!r} value: a model needs at least "
+                           f"{what} ('name: {role}[shape]')", p.location)
+        if p.losses and not self.is_float:
+            assert p.dtype_location is not None
+            self.error(f"a loss is differentiated, so the module's type must be a "
+                       f"floating-point type, not {p.dtype}", p.dtype_location)
+        for extra in p.losses[1:]:
+            self.error(f"a module has one loss; '{p.losses[0].name}' is already declared",
+                       extra.location)
+
+    def check_loss(self, name: str, value: Expr, where: Location) -> None:
+        if name in self.decls:
+            self.error(f"the loss '{name}' has the name of a declaration", where)
+        try:
+            shape = self.infer(value)
+        except ShapeError as e:
+            self.error(str(e), e.location)
+            return
+        if shape:
+            self.error(f"the loss must be a scalar, but '{name}' has shape {show(shape)} "
+                       "(reduce it with sum, mean, cross_entropy or mse)", value.location)
+
+    def check_block(self, block: Recurrent) -> None:
+        names = {d.name for d in block.declarations}
+        seen: set[str] = set()
+        for init in block.initial:
+            if init.name not in names:
+                self.error(f"'{init.name}[0]' sets the initial state of a value the "
+                           "recurrent block does not declare", init.location)
+                continue
+            if init.name in seen:
+                self.error(f"the initial state of '{init.name}' is given twice",
+                           init.location)
+            seen.add(init.name)
+            inside = [x.name for x in walk(init.value) if isinstance(x, Name) and
+                      (x.name in names or x.name in self.after_block())]
+            if inside:
+                self.error(f"the initial state '{init.name}[0]' cannot depend on the "
+                           f"recurrent block's values ('{inside[0]}')", init.location)
+                continue
+            try:
+                shape = self.infer(init.value)  # outside the block: no time index
+            except ShapeError as e:
+                self.error(str(e), e.location)
+                continue
+            declared = self.shapes[init.name]
+            if not shapes_match(declared, shape):
+                self.error(f"the initial state '{init.name}[0]' has shape {show(shape)}, "
+                           f"but '{init.name}' is declared {show(declared)}",
+                           init.value.location)
+        if not self.sequences:
+            self.error(f"the recurrent block reads no sequence: index an input by time, as "
+                       f"in 'xs[{block.variable}]'", block.location)
+        after = self.after_block()
+        for d in block.declarations:
+            late = [x for x in walk(d.value) if isinstance(x, Name) and x.name in after] \
+                if d.value is not None else []
+            if late:
+                self.error(f"'{late[0].name}' is computed after the recurrent block (it reads "
+                           "its final state), so the block cannot read it", late[0].location)
+        given = {i.name for i in block.initial}
+        for d in block.declarations:
+            if d.name in given:
+                continue
+            if any(x is None for x in d.shape[1:]):
+                self.error(f"the zero initial state of '{d.name}' needs a static shape "
+                           f"after the batch dimension, found {show(d.shape)} (or give "
+                           f"'{d.name}[0] = …')", d.shape_location)
+
+    def after_block(self) -> set[str]:
+        """The declarations outside the block that read its final values."""
+        if self.block is None:
+            return set()
+        late = {d.name for d in self.block.declarations}
+        outside = [d for d in self.program.declarations if not d.recurrent and d.value
+                   is not None and d.role != "param"]
+        changed = True
+        found: set[str] = set()
+        while changed:
+            changed = False
+            for d in outside:
+                if d.name not in found and any(isinstance(x, Name) and x.name in late | found
+                                               for x in walk(d.value)):  # type: ignore[arg-type]
+                    found.add(d.name)
+                    changed = True
+        return found
+
+    def used_after_block(self, name: str) -> bool:
+        """Whether a recurrent value is read outside its block (its final value)."""
+        block_decls = set(id(d) for d in (self.block.declarations if self.block else []))
+        exprs = [d.value for d in self.program.declarations
+                 if id(d) not in block_decls and d.value is not None and d.role != "param"]
+        exprs += [loss.value for loss in self.program.losses]
+        return any(isinstance(e, Name) and e.name == name and e.time is None
+                   for x in exprs for e in walk(x))
+
+    # ------------------------------------------------------------ declarations
+
+    def value_shape(self, d: Declaration) -> Shape:
+        """The shape of a hidden or output declaration's value, checked against its
+        declared shape (once; later reads use the declaration)."""
+        if d.name in self.busy:
+            cycle = " → ".join([*self.busy[self.busy.index(d.name):], d.name])
+            raise ShapeError(f"'{d.name}' depends on itself ({cycle})", d.location)
+        if d.name in self.done:
+            return self.shapes[d.name]
+        self.done.add(d.name)
+        assert d.value is not None
+        self.busy.append(d.name)
+        saved = self.in_block
+        self.in_block = d.recurrent
+        try:
+            shape = self.infer(d.value)
+        except ShapeError as e:
+            self.error(str(e), e.location)
+            return d.shape
+        finally:
+            self.busy.pop()
+            self.in_block = saved
+        if not shapes_match(d.shape, shape):
+            self.error(f"'{d.name}' is declared {show(d.shape)} but its value has shape "
+                       f"{show(shape)}", d.shape_location)
+            return d.shape
+        refined = tuple(x if x is not None else y for x, y in zip(d.shape, shape, strict=True))
+        self.shapes[d.name] = refined
+        return refined
+
+    # ------------------------------------------------------------ expressions
+
+    def infer(self, e: Expr) -> Shape:
+        if isinstance(e, Number):
+            self.constant(e)
+            return ()
+        if isinstance(e, Name):
+            return self.name(e)
+        if isinstance(e, Unary):
+            return self.infer(e.x)
+        if isinstance(e, Binary):
+            a, b = self.infer(e.lhs), self.infer(e.rhs)
+            if e.op == ".":
+                out = product_shape(a, b)
+                if out is None:
+                    raise ShapeError(f"the tensor product of {show(a)} and {show(b)} is not "
+                                     "defined (inner dimensions must agree)", e.location)
+                return out
+            out = broadcast(a, b)
+            if out is None:
+                raise ShapeError(f"'{e.op}' of shapes {show(a)} and {show(b)}: they do not "
+                                 "broadcast", e.location)
+            return out
+        if isinstance(e, Transpose):
+            return tuple(reversed(self.infer(e.x)))
+        if isinstance(e, Reshape):
+            return self.reshape(e)
+        if isinstance(e, Concat):
+            return self.concat(e)
+        if isinstance(e, Call):
+            return self.call(e)
+        raise AssertionError(e)
+
+    def name(self, e: Name) -> Shape:
+        d = self.decls.get(e.name)
+        if d is None:
+            if e.name in INITIALIZERS:
+                raise ShapeError(f"'{e.name}' is a parameter initializer, not a value",
+                                 e.location)
+            hint = difflib.get_close_matches(e.name, list(self.decls), n=1)
+            more = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise ShapeError(f"undefined name '{e.name}'{more}", e.location)
+        if e.time is not None:
+            return self.time_indexed(e, d)
+        if d.role in ("in", "param") or d.value is None:
+            return self.shapes[d.name]
+        return self.value_shape(d)
+
+    def time_indexed(self, e: Name, d: Declaration) -> Shape:
+        block = self.block
+        if block is None or not self.in_block:
+            raise ShapeError(f"'{e.name}[{e.variable}…]': a time index can be used only "
+                             "inside a recurrent block", e.location)
+        if e.variable != block.variable:
+            raise ShapeError(f"the time variable of this block is '{block.variable}', not "
+                             f"'{e.variable}'", e.location)
+        if d.recurrent:
+            if e.time == -1:
+                self.previous[d.name] = None
+                return self.shapes[d.name]
+            if e.time == 0:
+                return self.value_shape(d)
+            raise ShapeError(f"only '{e.name}[{block.variable}]' and "
+                             f"'{e.name}[{block.variable}-1]' can be read", e.location)
+        if d.role == "in":
+            if e.time != 0:
+                raise ShapeError(f"only the current element '{e.name}[{block.variable}]' of a "
+                                 "sequence can be read", e.location)
+            shape = self.shapes[d.name]
+            if len(shape) < 2:
+                raise ShapeError(f"'{e.name}' is read by time, so it must be a sequence "
+                                 f"[batch x time x …], found {show(shape)}", e.location)
+            self.sequences[d.name] = None
+            return (shape[0], *shape[2:])
+        raise ShapeError(f"'{e.name}' is neither a recurrent value nor a sequence input: "
+                         "read it without a time index", e.location)
+
+    def reshape(self, e: Reshape) -> Shape:
+        x = self.infer(e.x)
+        if sum(d is None for d in e.shape) > 1:
+            raise ShapeError(f"'as {show(e.shape)}': at most one dimension can be dynamic",
+                             e.location)
+        if all(d is not None for d in (*x, *e.shape)):
+            a = b = 1
+            for d in x:
+                a *= d  # type: ignore[operator]
+            for d in e.shape:
+                b *= d  # type: ignore[operator]
+            if a != b:
+                raise ShapeError(f"cannot reshape {show(x)} ({a} elements) as "
+                                 f"{show(e.shape)} ({b} elements)", e.location)
+        return e.shape
+
+    def concat(self, e: Concat) -> Shape:
+        shapes = [self.infer(x) for x in e.items]
+        first = shapes[0]
+        if not first:
+            raise ShapeError("scalars cannot be concatenated", e.location)
+        if not 0 <= e.axis < len(first):
+            raise ShapeError(f"axis {e.axis} is out of range for shape {show(first)}",
+                             e.location)
+        total: int | None = 0
+        out = list(first)
+        for s, x in zip(shapes, e.items, strict=True):
+            if len(s) != len(first) or not all(
+                    dims_match(a, b) for k, (a, b) in enumerate(zip(s, first, strict=True))
+                    if k != e.axis):
+                raise ShapeError(f"cannot concatenate {show(s)} with {show(first)} along axis "
+                                 f"{e.axis}", x.location)
+            total = None if total is None or s[e.axis] is None else total + s[e.axis]
+            for k, d in enumerate(s):
+                if k != e.axis and out[k] is None:
+                    out[k] = d
+        out[e.axis] = total
+        return tuple(out)
+
+    def call(self, e: Call) -> Shape:
+        f = TABLE.get(e.function)
+        if f is None:
+            if e.function in INITIALIZERS:
+                raise ShapeError(f"'{e.function}' is a parameter initializer, not a function "
+                                 "of values", e.location)
+            hint = difflib.get_close_matches(e.function, list(TABLE), n=1)
+            more = f"; did you mean '{hint[0]}'?" if hint else ""
+            raise ShapeError(f"unknown function '{e.function}'{more}", e.location)
+        if len(e.args) != f.arity:
+            raise ShapeError(f"'{f.name}' takes {f.arity} argument{'s' * (f.arity > 1)}, "
+                             f"found {len(e.args)}", e.location)
+        if f.float_only and not self.is_float:
+            raise ShapeError(f"'{f.name}' needs a floating-point type; the module's type is "
+                             f"{self.program.dtype}", e.location)
+        shapes = [self.infer(a) for a in e.args]
+        if f.rule == "unary":
+            return shapes[0]
+        if f.rule == "binary":
+            out = broadcast(*shapes)
+            if out is None:
+                raise ShapeError(f"'{f.name}' of shapes {show(shapes[0])} and "
+                                 f"{show(shapes[1])}: they do not broadcast", e.location)
+            return out
+        if f.rule == "rowwise":
+            if not shapes[0]:
+                raise ShapeError(f"'{f.name}' normalizes along the last dimension; a scalar "
+                                 "has none", e.location)
+            return shapes[0]
+        if f.rule == "reduction":
+            return ()
+        if not shapes_match(shapes[0], shapes[1]):
+            raise ShapeError(f"'{f.name}' compares a prediction and a target of one shape, "
+                             f"found {show(shapes[0])} and {show(shapes[1])}", e.location)
+        if f.name == "cross_entropy" and len(shapes[0]) not in (1, 2):
+            raise ShapeError(f"'cross_entropy' takes class scores [classes] or [batch x "
+                             f"classes], found {show(shapes[0])}", e.location)
+        return ()
+
+
+def walk(e: Expr) -> list[Expr]:
+    """`e` and every expression inside it."""
+    out: list[Expr] = [e]
+    if isinstance(e, Unary | Transpose | Reshape):
+        out += walk(e.x)
+    elif isinstance(e, Binary):
+        out += walk(e.lhs) + walk(e.rhs)
+    elif isinstance(e, Concat):
+        for x in e.items:
+            out += walk(x)
+    elif isinstance(e, Call):
+        for x in e.args:
+            out += walk(x)
+    return out
+
+
+def check(program: Program) -> Checked:
+    """Check a parsed program; raises DiagnosticError with every problem found."""
+    return Checker(program).check()

@@ -1,0 +1,518 @@
+"""TEL to DLVM IR.
+
+The module gets the parameters' tuple type `$<module>_params`, `@inference(inputs…,
+params)`, and with a loss `@loss(inputs…, params)` with `[gradient @loss wrt params keeping
+0]` on `@loss_grad`; `@init_params()` draws the declared initial values; `@predict` and
+`@train_step` take the parameters one by one (what `dlvm run` trains). A recurrent block is
+a loop whose block arguments carry the step and the states: `'loop(%t, %h…)` tests
+`t < steps`, `'step()` computes one step, `'done()` reads the final states.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import dlvm.ir as ir
+from dlvm.ir import Builder, DerivativeDecl, Function, Value, constant
+from dlvm.ir.types import (
+    I64,
+    AliasDecl,
+    DataType,
+    FunctionType,
+    NominalType,
+    TensorType,
+    TupleType,
+    Type,
+    scalar,
+)
+
+from .checker import Checked, walk
+from .syntax import (
+    Binary,
+    Call,
+    Concat,
+    Declaration,
+    Expr,
+    Name,
+    Number,
+    Reshape,
+    Shape,
+    Transpose,
+    Unary,
+)
+
+DTYPES = {"int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "float16": "f16",
+          "float32": "f32", "float64": "f64"}
+ELEMENTWISE = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "min": "min",
+               "max": "max", "pow": "power", "mod": "modulo"}
+
+
+def data_type(name: str) -> DataType:
+    kind = "float" if name.startswith("float") else "int"
+    return DataType(kind, int(name.removeprefix(kind)))
+
+
+@dataclass
+class Scope:
+    """TEL names to IR values in one function; inside the loop, `step` holds the values of
+    the current step and `previous` the states that entered it."""
+
+    values: dict[str, Value] = field(default_factory=dict)
+    step: dict[str, Value] | None = None
+    previous: dict[str, Value] = field(default_factory=dict)
+    elements: dict[str, Value] = field(default_factory=dict)  # xs[t]
+    time: Value | None = None
+    inside: bool = False
+
+
+class FunctionWriter:
+    """Writes one function's body from the TEL declarations its results need."""
+
+    def __init__(self, gen: Codegen, fn: Function, params: Value | None) -> None:
+        self.gen, self.c = gen, gen.checked
+        self.b = Builder(gen.module)
+        self.b.position_at_end(fn.blocks[0])
+        self.fn = fn
+        self.scope = Scope()
+        self.names = {a.name for a in fn.blocks[0].arguments if a.name}
+        self.params = params
+        self.entry_end: ir.Instruction | None = None  # the entry's branch into the loop
+
+    def fresh(self, name: str) -> str:
+        out, k = name, 1
+        while out in self.names:
+            k += 1
+            out = f"{name}{k}"
+        self.names.add(out)
+        return out
+
+    # ------------------------------------------------------------ the body
+
+    def body(self, roots: list[Expr]) -> list[Value]:
+        """Values for `roots`: the parameters, then everything before the recurrent block,
+        the loop, and what reads its final states."""
+        needed = self.gen.closure(roots)
+        for i, d in enumerate(self.c.role("param")):
+            if d.name in needed and self.params is not None:
+                self.scope.values[d.name] = self.b.extract(self.params, [i],
+                                                           name=self.fresh(d.name))
+        block = self.c.recurrent
+        if block is not None and any(d.name in needed for d in block.declarations):
+            self.loop(needed)
+        return [self.expr(r) for r in roots]
+
+    def loop(self, needed: set[str]) -> None:
+        c, b = self.c, self.b
+        block = c.recurrent
+        assert block is not None
+        var = block.variable
+        for name in c.sequences:
+            x = self.get(name)
+            rank = self.type_of(x).rank
+            self.scope.elements[name] = b.transpose(x, [1, 0, *range(2, rank)],
+                                                    name=self.fresh(f"{name}_by_time"))
+        first = self.scope.elements[c.sequences[0]]
+        steps = b.extract(b.shape(first), [0], name=self.fresh("steps"))
+        carried = [d for d in block.declarations if d.name in c.carried]
+        initial = {i.name: i.value for i in block.initial}
+        starts = [self.expr(initial[d.name]) if d.name in initial else self.zeros(d)
+                  for d in carried]
+        types = [I64_SCALAR, *[self.gen.tensor(c.shapes[d.name]) for d in carried]]
+        names = [self.fresh(var), *[self.fresh(d.name) for d in carried]]
+        head = b.new_block(self.fresh("loop"), types, names)
+        b.position_at_end(self.fn.blocks[0])
+        self.entry_end = b.branch((head, [constant(0, I64_SCALAR), *starts]))
+        b.position_at_end(head)
+        t = head.arguments[0]
+        more = b.lessThan(t, steps, name=self.fresh("more"))
+        step = self.b.new_block(self.fresh("step"))
+        done = self.b.new_block(self.fresh("done"))
+        b.position_at_end(head)
+        b.conditional(more, step, done)
+        b.position_at_end(step)
+        self.scope.step = {}
+        self.scope.previous = dict(zip([d.name for d in carried], head.arguments[1:],
+                                       strict=True))
+        self.scope.time = t
+        self.scope.inside = True
+        sequences = {}
+        for name, by_time in self.scope.elements.items():
+            sequences[name] = b.extract(by_time, [t], name=self.fresh(f"{name}_{var}"))
+        self.scope.elements = sequences
+        for d in block.declarations:
+            if d.name in needed or d.name in c.carried:
+                self.current(d)
+        following = b.add(t, constant(1, I64_SCALAR), name=self.fresh(f"{var}_next"))
+        b.branch((head, [following, *[self.scope.step[d.name] for d in carried]]))
+        self.scope.inside = False
+        self.scope.step = None
+        b.position_at_end(done)
+        self.scope.values.update(self.scope.previous)  # after the loop: the final states
+
+    def zeros(self, d: Declaration) -> Value:
+        """The zero initial state; a dynamic batch is the first sequence's."""
+        shape = self.c.shapes[d.name]
+        if all(x is not None for x in shape):
+            return self.b.literal(0.0, self.gen.tensor(shape), name=self.fresh(f"{d.name}0"))
+        x = self.get(self.c.sequences[0])
+        rank = self.type_of(x).rank
+        rows = self.b.reduce(x, "add", self.gen.zero, list(range(1, rank)))
+        zero = self.gen.zero
+        column = self.b.select(zero, zero, self.b.equal(rows, rows))
+        if len(shape) == 1:
+            return column
+        column = self.b.shapeCast(column, (None, *[1] * (len(shape) - 1)))
+        rest = self.b.literal(0.0, self.gen.tensor((1, *shape[1:])))
+        return self.b.add(column, rest, name=self.fresh(f"{d.name}0"))
+
+    # ------------------------------------------------------------ names
+
+    def get(self, name: str) -> Value:
+        """The value of a declaration outside the loop (inside: of its step)."""
+        if name in self.scope.values:
+            return self.scope.values[name]
+        d = self.c.program.declaration(name)
+        assert d is not None and d.value is not None, name
+        saved = (self.b.block, self.b.index, self.scope.inside)
+        if self.entry_end is not None and name not in self.gen.after_block:
+            # computed once, before the loop, however deep inside it it is first read
+            self.b.position_before(self.entry_end)
+            self.scope.inside = False
+        v = self.named(self.expr(d.value), d.name)
+        self.b.block, self.b.index, self.scope.inside = saved
+        self.scope.values[name] = v
+        return v
+
+    def current(self, d: Declaration) -> Value:
+        step = self.scope.step
+        assert step is not None
+        if d.name not in step:
+            assert d.value is not None
+            step[d.name] = self.named(self.expr(d.value), f"{d.name}_{self.c.recurrent.variable}"
+                                      if self.c.recurrent else d.name)
+        return step[d.name]
+
+    def named(self, v: Value, name: str) -> Value:
+        if isinstance(v, ir.Instruction) and v.name is None and v.block is not None:
+            v.name = self.fresh(name)
+        return v
+
+    def name(self, e: Name) -> Value:
+        d = self.c.program.declaration(e.name)
+        assert d is not None
+        if d.recurrent and self.scope.inside:
+            return self.scope.previous[d.name] if e.time == -1 else self.current(d)
+        if e.time is not None and d.role == "in":
+            return self.scope.elements[d.name]
+        return self.get(e.name)
+
+    # ------------------------------------------------------------ expressions
+
+    def type_of(self, v: Value) -> TensorType:
+        t = self.gen.module.resolve(v.type)
+        assert isinstance(t, TensorType), t
+        return t
+
+    def expr(self, e: Expr) -> Value:
+        b = self.b
+        if isinstance(e, Number):
+            return self.gen.number(e.value)
+        if isinstance(e, Name):
+            return self.name(e)
+        if isinstance(e, Unary):
+            return b.negate(self.expr(e.x))
+        if isinstance(e, Binary):
+            x, y = self.expr(e.lhs), self.expr(e.rhs)
+            return self.product(x, y) if e.op == "." else self.elementwise(ELEMENTWISE[e.op],
+                                                                           x, y)
+        if isinstance(e, Transpose):
+            return b.transpose(self.materialized(self.expr(e.x)))
+        if isinstance(e, Reshape):
+            return b.shapeCast(self.materialized(self.expr(e.x)), e.shape)
+        if isinstance(e, Concat):
+            return b.concatenate([self.materialized(self.expr(x)) for x in e.items], e.axis)
+        if isinstance(e, Call):
+            return self.call(e)
+        raise AssertionError(e)
+
+    def materialized(self, v: Value) -> Value:
+        """A constant as an instruction, for the operations that take no literal."""
+        if isinstance(v, ir.LiteralValue):
+            return self.b.literal(v.literal, v.type)
+        return v
+
+    def elementwise(self, opcode: str, x: Value, y: Value) -> Value:
+        """Broadcast as numpy does: the operand of lower rank gets leading 1s."""
+        rx, ry = self.type_of(x).rank, self.type_of(y).rank
+        while 0 < rx < ry:
+            x, rx = self.b.padShape(x, 0), rx + 1
+        while 0 < ry < rx:
+            y, ry = self.b.padShape(y, 0), ry + 1
+        return self.b.create(opcode, x, y)
+
+    def product(self, x: Value, y: Value) -> Value:
+        b = self.b
+        rx, ry = self.type_of(x).rank, self.type_of(y).rank
+        if rx == 1 and ry > 1:
+            return b.squeezeShape(b.dot(b.padShape(x, 0), y), 0)
+        if ry == 1 and rx > 1:
+            return b.squeezeShape(b.dot(x, b.padShape(y, 1)), rx - 1)
+        return b.dot(x, y)
+
+    def call(self, e: Call) -> Value:
+        b, f = self.b, e.function
+        if f == "cross_entropy":
+            return self.cross_entropy(e.args[0], self.expr(e.args[1]))
+        args = [self.expr(a) for a in e.args]
+        x = args[0]
+        one = self.gen.number(1)
+        if f in ELEMENTWISE:
+            return self.elementwise(ELEMENTWISE[f], x, args[1])
+        if f == "sigmoid":  # 1 / (1 + e^−x)
+            return b.divide(one, b.add(one, b.exp(b.negate(x))))
+        if f == "relu":  # max(x, 0)
+            return b.max(x, self.gen.number(0))
+        if f == "softmax":
+            return self.softmax(x, log=False)
+        if f == "log_softmax":
+            return self.softmax(x, log=True)
+        if f == "sum":
+            return self.total(x)
+        if f == "mean":
+            return self.mean(x)
+        if f == "mse":  # mean((y − t)²)
+            d = self.elementwise("subtract", x, args[1])
+            return self.mean(b.multiply(d, d))
+        return b.create(f, x)
+
+    def total(self, x: Value) -> Value:
+        if not self.type_of(x).rank:
+            return x
+        return self.b.reduce(x, "add", self.gen.zero)
+
+    def mean(self, x: Value) -> Value:
+        if not self.type_of(x).rank:
+            return x
+        n = self.b.dataTypeCast(self.b.unitCount(x), self.gen.dtype)
+        return self.b.divide(self.total(x), n)
+
+    def softmax(self, x: Value, log: bool) -> Value:
+        """Along the last dimension, with the maximum subtracted first (no overflow)."""
+        b = self.b
+        axis = self.type_of(x).rank - 1
+        top = b.padShape(b.reduce(x, "max", self.gen.number(-math.inf), [axis]), axis)
+        z = b.subtract(x, top)
+        e = b.exp(z)
+        s = b.padShape(b.reduce(e, "add", self.gen.zero, [axis]), axis)
+        return b.subtract(z, b.log(s)) if log else b.divide(e, s)
+
+    def cross_entropy(self, p: Expr, target: Value) -> Value:
+        """−mean over rows of Σ t·log p; of softmax(z), log p is log_softmax(z)."""
+        b = self.b
+        source = p
+        if isinstance(p, Name) and p.time is None:
+            d = self.c.program.declaration(p.name)
+            if d is not None and d.value is not None and not d.recurrent:
+                source = d.value
+        if isinstance(source, Call) and source.function == "softmax":
+            logp = self.softmax(self.expr(source.args[0]), log=True)
+        else:
+            logp = b.log(self.expr(p))
+        total = self.total(b.multiply(logp, target))
+        if self.type_of(logp).rank == 2:
+            rows = b.dataTypeCast(b.extract(b.shape(logp), [0]), self.gen.dtype)
+            total = b.divide(total, rows)
+        return b.negate(total)
+
+
+I64_SCALAR = scalar(I64)
+
+
+class Codegen:
+    def __init__(self, checked: Checked) -> None:
+        self.checked = checked
+        p = checked.program
+        self.module = ir.Module(p.name, "raw")
+        self.dtype = data_type(p.dtype)
+        self.scalar = scalar(self.dtype)
+        self.zero = self.number(0)
+        self.params = checked.role("param")
+        self.after_block = self.late_names()
+
+    def number(self, value: float) -> Value:
+        """A scalar constant of the module's type (`1.0: f32`, not `1: f32`)."""
+        return constant(float(value) if self.dtype.is_float else int(value), self.scalar)
+
+    def tensor(self, shape: Shape) -> TensorType:
+        return TensorType(tuple(shape), self.dtype)
+
+    def late_names(self) -> set[str]:
+        block = self.checked.recurrent
+        if block is None:
+            return set()
+        late = {d.name for d in block.declarations}
+        found: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for d in self.checked.program.declarations:
+                if d.recurrent or d.value is None or d.role == "param" or d.name in found:
+                    continue
+                if any(isinstance(x, Name) and x.name in late | found for x in walk(d.value)):
+                    found.add(d.name)
+                    changed = True
+        return found
+
+    def closure(self, roots: list[Expr]) -> set[str]:
+        """The declarations the expressions read, directly or not."""
+        out: set[str] = set()
+        todo = [x for r in roots for x in walk(r)]
+        block = self.checked.recurrent
+        while todo:
+            e = todo.pop()
+            if not isinstance(e, Name) or e.name in out:
+                continue
+            d = self.checked.program.declaration(e.name)
+            if d is None:
+                continue
+            out.add(d.name)
+            if d.value is not None and d.role != "param":
+                todo += walk(d.value)
+            if d.recurrent and block is not None:
+                todo += [x for i in block.initial if i.name == d.name for x in walk(i.value)]
+                todo += [Name(block.location, s) for s in self.checked.sequences]
+        return out
+
+    def inputs(self, roots: list[Expr]) -> list[Declaration]:
+        needed = self.closure(roots)
+        return [d for d in self.checked.role("in") if d.name in needed]
+
+    # ------------------------------------------------------------ functions
+
+    def run(self) -> ir.Module:
+        p = self.checked.program
+        params_type: Type | None = None
+        if self.params:
+            alias = f"{p.name}_params"
+            self.module.add_type(AliasDecl(alias, TupleType(tuple(
+                self.tensor(d.shape) for d in self.params))))
+            params_type = NominalType(alias)
+        outs = self.checked.role("out")
+        roots: list[Expr] = [Name(d.location, d.name) for d in outs]
+        inference = self.function("inference", roots, params_type)
+        loss = None
+        if p.losses:
+            loss = self.function("loss", [p.losses[0].value], params_type, p.losses[0].name)
+            grad_type = FunctionType(loss.type_.arguments, TupleType((params_type, self.scalar)))
+            decl = DerivativeDecl("gradient", loss, None, (len(loss.type_.arguments) - 1,),
+                                  (0,), False)
+            Builder(self.module).declare("loss_grad", grad_type, decl)
+        if self.params:
+            self.init_function(params_type)
+        self.flat_functions(inference, loss, params_type)
+        return self.module
+
+    def function(self, name: str, roots: list[Expr], params_type: Type | None,
+                 result_name: str | None = None) -> Function:
+        ins = self.inputs(roots)
+        types = [self.tensor(self.checked.shapes[d.name]) for d in ins]
+        names = [d.name for d in ins]
+        if params_type is not None:
+            types.append(params_type)
+            names.append("params" if "params" not in names else "params_")
+        results = [self.tensor(self.checked.shapes[r.name]) if isinstance(r, Name) else
+                   self.scalar for r in roots]
+        result: Type = results[0] if len(results) == 1 else TupleType(tuple(results))
+        b = Builder(self.module)
+        fn = b.function(name, types, result, names)
+        writer = FunctionWriter(self, fn, fn.blocks[0].arguments[-1] if params_type else None)
+        for d, a in zip(ins, fn.blocks[0].arguments, strict=False):
+            writer.scope.values[d.name] = a
+        values = writer.body(roots)
+        if result_name is not None:
+            values = [writer.named(values[0], result_name)]
+        writer.b.ret(values[0] if len(values) == 1 else writer.b.tuple(values))
+        return fn
+
+    def init_function(self, params_type: Type) -> None:
+        """`@init_params() -> $params`: every parameter as its declaration says."""
+        b = Builder(self.module)
+        b.function("init_params", [], params_type)
+        values: list[Value] = []
+        for d in self.params:
+            values.append(self.initial_value(b, d))
+        b.ret(b.literal(ir.AggregateLiteral("tuple", tuple(values)), params_type))
+
+    def initial_value(self, b: Builder, d: Declaration) -> Value:
+        t = self.tensor(d.shape)
+        v = d.value
+        c = self.number
+        if isinstance(v, Number | Unary):
+            n = v.x if isinstance(v, Unary) else v
+            assert isinstance(n, Number)
+            return b.literal(-n.value if isinstance(v, Unary) else n.value, t, name=d.name)
+        if isinstance(v, Name):  # glorot: uniform in ±√(6 / (fan_in + fan_out))
+            fan_in = math.prod(d.shape[:-1])  # type: ignore[arg-type]
+            limit = math.sqrt(6.0 / (fan_in + d.shape[-1]))  # type: ignore[operator]
+            return b.random(d.shape, c(-limit), c(limit), name=d.name)
+        assert isinstance(v, Call)
+        bounds = [a.x.value * -1 if isinstance(a, Unary) else a.value  # type: ignore[union-attr]
+                  for a in v.args]
+        if v.function == "random":
+            return b.random(d.shape, c(bounds[0]), c(bounds[1]), name=d.name)
+        # normal(σ), by Box–Muller: σ·√(−2 ln(1 − u))·cos(2πv) for u, v uniform in [0, 1)
+        u = b.random(d.shape, c(0), c(1))
+        w = b.random(d.shape, c(0), c(1))
+        radius = b.sqrt(b.multiply(c(-2), b.log(b.subtract(c(1), u))))
+        angle = b.cos(b.multiply(w, c(2 * math.pi)))
+        return b.multiply(b.multiply(radius, angle), c(bounds[0]), name=d.name)
+
+    def flat_functions(self, inference: Function, loss: Function | None,
+                       params_type: Type | None) -> None:
+        """`@predict(p…, x)` and `@train_step(p…, x, y, lr) -> (p…, loss)`: one SGD step,
+        with the parameters one by one, for a model of one input, one output and one
+        target (the form `dlvm run` trains)."""
+        if params_type is None or len(inference.type_.arguments) != 2 or \
+                isinstance(inference.type_.result, TupleType):
+            return
+        p_types = [self.tensor(d.shape) for d in self.params]
+        p_names = [d.name for d in self.params]
+        x_type = inference.type_.arguments[0]
+        x_name = inference.blocks[0].arguments[0].name
+        b = Builder(self.module)
+        fn = b.function("predict", [*p_types, x_type], inference.type_.result,
+                        [*p_names, x_name])
+        args = fn.blocks[0].arguments
+        packed = b.literal(ir.AggregateLiteral("tuple", tuple(args[:-1])), params_type,
+                           name="params")
+        b.ret(b.call(inference, [args[-1], packed], name=self.checked.role("out")[0].name))
+        if loss is None or len(loss.type_.arguments) != 3:
+            return
+        loss_args = loss.blocks[0].arguments[:2]
+        if x_name not in [a.name for a in loss_args]:
+            return
+        target = next(a for a in loss_args if a.name != x_name)
+        grad = self.module.function("loss_grad")
+        assert grad is not None
+        fn = b.function("train_step", [*p_types, x_type, target.type, self.scalar],
+                        TupleType((*p_types, self.scalar)),
+                        [*p_names, x_name, target.name, "lr"])
+        args = fn.blocks[0].arguments
+        params, x, y, lr = args[:-3], args[-3], args[-2], args[-1]
+        packed = b.literal(ir.AggregateLiteral("tuple", tuple(params)), params_type,
+                           name="params")
+        ordered = [x, y] if loss_args[0].name == x_name else [y, x]
+        g = b.call(grad, [*ordered, packed], name="grads")
+        grads = b.extract(g, [0], name="d_params")
+        value = b.extract(g, [1], name=self.checked.program.losses[0].name)
+        updated = []
+        for i, (p, name) in enumerate(zip(params, p_names, strict=True)):
+            step = b.multiply(b.extract(grads, [i], name=f"d_{name}"), lr)
+            updated.append(b.subtract(p, step, name=f"{name}_next"))
+        b.ret(b.tuple([*updated, value]))
+
+
+def generate(checked: Checked) -> ir.Module:
+    """The IR module of a checked TEL program (stage raw: the gradient is a declaration)."""
+    return Codegen(checked).run()

@@ -1,0 +1,47 @@
+"""`dlvm tel generate MODEL.tel -o MODEL_api.py`: the typed Python interface of a model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import dlvm.ir as ir
+
+from .api import render
+from .checker import check
+from .parser import parse
+
+app = typer.Typer(help="TEL, the Tensor Expression Language.", no_args_is_help=True)
+
+
+@app.command("generate")
+def generate_command(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="The TEL model (.tel).")],
+    output: Annotated[str, typer.Option(
+        "--output", "-o", metavar="OUT", help="The Python module to write ('-': stdout).")
+    ] = "-",
+) -> None:
+    """Write a typed Python module for a TEL model: its parameters, inference, loss,
+    gradient, an SGD step, save and load."""
+    path = Path(file)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ir.DlvmError(f"{file}: error: cannot read the file: {e}") from None
+    code = render(check(parse(text, file)), path.name)
+    if output == "-":
+        typer.echo(code, nl=False)
+        return
+    target = Path(output)
+    if target.resolve() == path.resolve():
+        raise ir.DlvmError(f"{output}: the output would replace the model it is made from")
+    if target.suffix != ".py":
+        raise ir.DlvmError(f"{output}: the interface is a Python module: name it NAME.py")
+    try:
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(code, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as e:
+        raise ir.DlvmError(f"{output}: cannot write it: {e.strerror or e}") from None
