@@ -139,7 +139,6 @@ def render(checked: Checked, source: str) -> str:
     if loss_fn is not None:
         largs = ", ".join(loss_ins) + f", {packed}"
         lsig = ", ".join(f"{n}: Array" for n in loss_ins)
-        names = ", ".join(loss_ins)
         add("")
         add(f"    def loss(self, {lsig}) -> float:")
         add(f'        """The loss {c.program.losses[0].name!r} on a batch."""')
@@ -157,7 +156,6 @@ def render(checked: Checked, source: str) -> str:
         add("        for key, g in zip(PARAMETERS, grads, strict=True):")
         add(f"            setattr(self, key, (getattr(self, key) - lr * g).astype(np.{dtype}))")
         add("        return float(value)")
-        del names
     add("")
     add("    def save(self, path: str | Path) -> None:")
     add('        """Write the parameters to an `.npz` archive, by name."""')
