@@ -8,7 +8,6 @@ vector on either side.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
 from dlvm.ir import Diagnostic, DiagnosticError, Location
@@ -398,8 +397,8 @@ class Checker:
             if e.name in INITIALIZERS:
                 raise ShapeError(f"'{e.name}' is a parameter initializer, not a value",
                                  e.location)
-            hint = difflib.get_close_matches(e.name, list(self.decls), n=1)
-            more = f" (did you mean '{hint[0]}'?)" if hint else ""
+            hint = suggest(e.name, list(self.decls))
+            more = f" (did you mean '{hint}'?)" if hint else ""
             raise ShapeError(f"undefined name '{e.name}'{more}", e.location)
         if e.time is not None:
             return self.time_indexed(e, d)
@@ -481,8 +480,8 @@ class Checker:
             if e.function in INITIALIZERS:
                 raise ShapeError(f"'{e.function}' is a parameter initializer, not a function "
                                  "of values", e.location)
-            hint = difflib.get_close_matches(e.function, list(TABLE), n=1)
-            more = f"; did you mean '{hint[0]}'?" if hint else ""
+            hint = suggest(e.function, list(TABLE))
+            more = f"; did you mean '{hint}'?" if hint else ""
             raise ShapeError(f"unknown function '{e.function}'{more}", e.location)
         if len(e.args) != f.arity:
             raise ShapeError(f"'{f.name}' takes {f.arity} argument{'s' * (f.arity > 1)}, "
@@ -513,6 +512,27 @@ class Checker:
             raise ShapeError(f"'cross_entropy' takes class scores [classes] or [batch x "
                              f"classes], found {show(shapes[0])}", e.location)
         return ()
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbours (so 'tahn' is one edit
+    from 'tanh')."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+def suggest(name: str, candidates: list[str]) -> str | None:
+    """The closest candidate within a third of the name's length, same length first."""
+    scored = sorted((edit_distance(name, c), abs(len(c) - len(name)), c) for c in candidates)
+    if scored and scored[0][0] <= max(1, len(name) // 3):
+        return scored[0][2]
+    return None
 
 
 def walk(e: Expr) -> list[Expr]:

@@ -1,0 +1,63 @@
+"""TEL as a front end of the `dlvm` command: the examples train through `dlvm run` to
+their stated accuracy, `dlvm compile --emit dlvm` prints the IR, and a broken model is a
+list of one-line diagnostics, never a traceback."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import dlvm.ir as ir
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def dlvm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dlvm.cli", *args], capture_output=True,
+                          text=True)
+
+
+def trained_accuracy(pipeline: Path, out: Path) -> float:
+    result = dlvm("run", str(pipeline), "--set", f'train.checkpoint="{out / "p.npz"}"',
+                  "--set", f'train.metrics="{out / "m.jsonl"}"')
+    assert result.returncode == 0, result.stderr
+    found = re.search(r"test accuracy: ([\d.]+)%", result.stdout)
+    assert found, result.stdout
+    return float(found.group(1))
+
+
+def test_the_tel_digits_model_trains_as_well_as_the_ir_example(tmp_path: Path) -> None:
+    tel = trained_accuracy(EXAMPLES / "tel-digits" / "pipeline.toml", tmp_path / "tel")
+    dl = trained_accuracy(EXAMPLES / "digits-mlp" / "pipeline.toml", tmp_path / "dl")
+    assert tel >= dl >= 95.0
+
+
+def test_the_recurrent_example_learns_the_majority_vote(tmp_path: Path) -> None:
+    assert trained_accuracy(EXAMPLES / "tel-rnn" / "pipeline.toml", tmp_path) >= 97.0
+
+
+def test_compile_emit_dlvm_prints_ir_that_reads_back() -> None:
+    result = dlvm("compile", str(EXAMPLES / "tel-rnn" / "model.tel"), "--emit", "dlvm")
+    assert result.returncode == 0, result.stderr
+    module = ir.parse(result.stdout, "rnn.dl")
+    ir.run_passes(module, "verify")
+    assert str(module) == result.stdout
+    assert {f.name for f in module.functions} == {
+        "inference", "loss", "loss_grad", "init_params", "predict", "train_step"}
+
+
+def test_a_broken_model_is_reported_with_every_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tel"
+    bad.write_text("module bad\n"
+                   "x: in[_ x 4]\n"
+                   "w: param[4 x 3] = glorot\n"
+                   "w: param[3] = 0.0\n"
+                   "y: out[_ x 2] = x . w\n")
+    result = dlvm("verify", str(bad))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert f"{bad}:4:1: error: 'w' is already declared (at line 3)" in result.stderr
+    assert f"{bad}:5:7: error: 'y' is declared [_ x 2] but its value has shape [_ x 3]" in \
+        result.stderr
