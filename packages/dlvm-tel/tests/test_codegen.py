@@ -121,7 +121,7 @@ def test_initial_values_are_drawn_as_declared_and_follow_the_seed() -> None:
                          .replace("[_ x 6]", "[_ x 60]").replace("[_ x 4]", "[_ x 40]")
                          .replace("[_ x 3]", "[_ x 30]"), "big.tel")
     w1, b1, w2, b2 = params(module, seed=0)
-    assert w1.shape == (40, 60) and -0.5 <= w1.min() and w1.max() < 0.5
+    assert w1.shape == (40, 60) and w1.min() >= -0.5 and w1.max() < 0.5
     np.testing.assert_array_equal(b1, np.full(60, 0.1))
     limit = np.sqrt(6 / (60 + 30))
     assert np.abs(w2).max() <= limit and np.abs(w2).max() > 0.9 * limit
