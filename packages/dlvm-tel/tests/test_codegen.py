@@ -167,3 +167,32 @@ def test_a_model_without_a_loss_or_parameters_has_only_inference() -> None:
     assert [f.name for f in module.functions] == ["inference"]
     np.testing.assert_allclose(ir.compile(module, "interp")["inference"](np.zeros(3)),
                                np.zeros(3))
+
+
+LEARNED_STATE = """
+module r
+type float64
+xs: in[_ x _ x 2]
+target: in[_ x 3]
+wx: param[2 x 3] = glorot
+wh: param[3 x 3] = glorot
+h0: param[3] = normal(0.5)
+recurrent t {
+    h[0] = h0                   // one learned state, broadcast over the batch
+    h: hidden[_ x 3] = tanh(xs[t] . wx + h[t-1] . wh)
+}
+y: out[_ x 3] = h
+loss l = mse(y, target)
+"""
+
+
+@pytest.mark.parametrize("steps", [0, 4])
+def test_a_learned_initial_state_gets_its_gradient(steps: int) -> None:
+    module = tel.compile(LEARNED_STATE, "r.tel")
+    p = params(module)
+    rng = np.random.default_rng(steps)
+    xs, t = rng.standard_normal((2, steps, 2)), rng.standard_normal((2, 3))
+    check_gradient(module, "loss", "loss_grad", [xs, t, p])
+    if steps == 0:
+        y = compile_for_test(module)["inference"](xs, p)
+        np.testing.assert_allclose(y, np.stack([p[2], p[2]]), rtol=1e-12)

@@ -277,6 +277,11 @@ class Checker:
                 self.error(str(e), e.location)
                 continue
             declared = self.shapes[init.name]
+            stretched = broadcast(shape, declared)
+            if not shapes_match(declared, shape) and stretched is not None and \
+                    len(shape) < len(declared) and shapes_match(stretched, declared) and \
+                    all(x is not None for x in declared[1:]):
+                continue  # one state for every row of the batch, e.g. [16] for [_ x 16]
             if not shapes_match(declared, shape):
                 self.error(f"the initial state '{init.name}[0]' has shape {show(shape)}, "
                            f"but '{init.name}' is declared {show(declared)}",

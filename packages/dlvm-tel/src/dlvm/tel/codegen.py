@@ -116,8 +116,7 @@ class FunctionWriter:
         steps = b.extract(b.shape(first), [0], name=self.fresh("steps"))
         carried = [d for d in block.declarations if d.name in c.carried]
         initial = {i.name: i.value for i in block.initial}
-        starts = [self.expr(initial[d.name]) if d.name in initial else self.zeros(d)
-                  for d in carried]
+        starts = [self.initial_state(d, initial.get(d.name)) for d in carried]
         types = [I64_SCALAR, *[self.gen.tensor(c.shapes[d.name]) for d in carried]]
         names = [self.fresh(var), *[self.fresh(d.name) for d in carried]]
         head = b.new_block(self.fresh("loop"), types, names)
@@ -149,6 +148,15 @@ class FunctionWriter:
         self.scope.step = None
         b.position_at_end(done)
         self.scope.values.update(self.scope.previous)  # after the loop: the final states
+
+    def initial_state(self, d: Declaration, given: Expr | None) -> Value:
+        """`h[0]`, broadcast over the batch when it is one row; or the zero state."""
+        if given is None:
+            return self.zeros(d)
+        v = self.expr(given)
+        if self.type_of(v).rank < len(self.c.shapes[d.name]):
+            v = self.elementwise("add", self.zeros(d), v)
+        return v
 
     def zeros(self, d: Declaration) -> Value:
         """The zero initial state; a dynamic batch is the first sequence's."""
