@@ -93,4 +93,4 @@ def test_generate_reports_bad_input_in_one_line(tmp_path: Path) -> None:
                   "-o", str(tmp_path / "a.txt"))
     assert result.returncode == 1 and "name it NAME.py" in result.stderr
     result = dlvm("tel", "generate", str(tmp_path / "missing.tel"))
-    assert result.returncode == 1 and "cannot read the file" in result.stderr
+    assert result.returncode == 1 and "cannot read" in result.stderr

@@ -28,8 +28,14 @@ def compile(text: str, filename: str = "<tel>") -> ir.Module:
 
 
 def compile_file(path: str | Path) -> ir.Module:
+    return compile(read_source(path), str(path))
+
+
+def read_source(path: str | Path) -> str:
+    """A TEL file's text (a byte-order mark allowed); a clear error when it cannot be read."""
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ir.DlvmError(f"{path}: error: cannot read the file: {e}") from None
-    return compile(text, str(path))
+        return Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise ir.DlvmError(f"cannot read '{path}': it is not UTF-8 text") from None
+    except OSError as e:
+        raise ir.DlvmError(f"cannot read '{path}': {e.strerror or e}") from None

@@ -117,6 +117,7 @@ class Checker:
         self.sequences: dict[str, None] = {}
         self.previous: dict[str, None] = {}  # recurrent values read at t-1
         self.is_float = program.dtype.startswith("float")
+        self.time_errors = 0  # time indexes found wrong (a block then reads no sequence)
 
     def error(self, message: str, location: Location) -> None:
         self.errors.append(Diagnostic(message, location))
@@ -224,7 +225,7 @@ class Checker:
 
     def constant(self, n: Number) -> None:
         if not self.is_float and not isinstance(n.value, int):
-            self.error(f"constant-type mismatch: {n.text} is not a {self.program.dtype} "
+            self.error(f"constant-type mismatch: {n.text} is not an {self.program.dtype} "
                        "constant", n.location)
 
     def roles(self) -> None:
@@ -233,6 +234,9 @@ class Checker:
             if not any(d.role == role for d in p.declarations):
                 self.error(f"the module declares no {role!r} value: a model needs at least "
                            f"{what} ('name: {role}[shape]')", p.location)
+        if p.losses and not any(d.role == "param" for d in p.declarations):
+            self.error("a loss is minimized over the parameters, but the module declares no "
+                       "'param'", p.losses[0].location)
         if p.losses and not self.is_float:
             assert p.dtype_location is not None
             self.error(f"a loss is differentiated, so the module's type must be a "
@@ -286,7 +290,7 @@ class Checker:
                 self.error(f"the initial state '{init.name}[0]' has shape {show(shape)}, "
                            f"but '{init.name}' is declared {show(declared)}",
                            init.value.location)
-        if not self.sequences:
+        if not self.sequences and not self.time_errors:
             self.error(f"the recurrent block reads no sequence: index an input by time, as "
                        f"in 'xs[{block.variable}]'", block.location)
         after = self.after_block()
@@ -412,6 +416,7 @@ class Checker:
         return self.value_shape(d)
 
     def time_indexed(self, e: Name, d: Declaration) -> Shape:
+        self.time_errors += 1  # until the index is found good
         block = self.block
         if block is None or not self.in_block:
             raise ShapeError(f"'{e.name}[{e.variable}…]': a time index can be used only "
@@ -421,9 +426,11 @@ class Checker:
                              f"'{e.variable}'", e.location)
         if d.recurrent:
             if e.time == -1:
+                self.time_errors -= 1
                 self.previous[d.name] = None
                 return self.shapes[d.name]
             if e.time == 0:
+                self.time_errors -= 1
                 return self.value_shape(d)
             raise ShapeError(f"only '{e.name}[{block.variable}]' and "
                              f"'{e.name}[{block.variable}-1]' can be read", e.location)
@@ -436,6 +443,7 @@ class Checker:
                 raise ShapeError(f"'{e.name}' is read by time, so it must be a sequence "
                                  f"[batch x time x …], found {show(shape)}", e.location)
             self.sequences[d.name] = None
+            self.time_errors -= 1
             return (shape[0], *shape[2:])
         raise ShapeError(f"'{e.name}' is neither a recurrent value nor a sequence input: "
                          "read it without a time index", e.location)

@@ -75,17 +75,9 @@ class FunctionWriter:
         self.b.position_at_end(fn.blocks[0])
         self.fn = fn
         self.scope = Scope()
-        self.names = {a.name for a in fn.blocks[0].arguments if a.name}
+        self.fresh = Names([a.name for a in fn.blocks[0].arguments])
         self.params = params
         self.entry_end: ir.Instruction | None = None  # the entry's branch into the loop
-
-    def fresh(self, name: str) -> str:
-        out, k = name, 1
-        while out in self.names:
-            k += 1
-            out = f"{name}{k}"
-        self.names.add(out)
-        return out
 
     # ------------------------------------------------------------ the body
 
@@ -161,17 +153,17 @@ class FunctionWriter:
     def zeros(self, d: Declaration) -> Value:
         """The zero initial state; a dynamic batch is the first sequence's."""
         shape = self.c.shapes[d.name]
+        zero = 0.0 if self.gen.dtype.is_float else 0
         if all(x is not None for x in shape):
-            return self.b.literal(0.0, self.gen.tensor(shape), name=self.fresh(f"{d.name}0"))
+            return self.b.literal(zero, self.gen.tensor(shape), name=self.fresh(f"{d.name}0"))
         x = self.get(self.c.sequences[0])
         rank = self.type_of(x).rank
         rows = self.b.reduce(x, "add", self.gen.zero, list(range(1, rank)))
-        zero = self.gen.zero
-        column = self.b.select(zero, zero, self.b.equal(rows, rows))
+        column = self.b.select(self.gen.zero, self.gen.zero, self.b.equal(rows, rows))
         if len(shape) == 1:
             return column
         column = self.b.shapeCast(column, (None, *[1] * (len(shape) - 1)))
-        rest = self.b.literal(0.0, self.gen.tensor((1, *shape[1:])))
+        rest = self.b.literal(zero, self.gen.tensor((1, *shape[1:])))
         return self.b.add(column, rest, name=self.fresh(f"{d.name}0"))
 
     # ------------------------------------------------------------ names
@@ -337,6 +329,21 @@ class FunctionWriter:
 I64_SCALAR = scalar(I64)
 
 
+class Names:
+    """Value names not yet taken in one function: `name`, else `name2`, `name3`…"""
+
+    def __init__(self, taken: list[str | None]) -> None:
+        self.taken = {n for n in taken if n}
+
+    def __call__(self, name: str) -> str:
+        out, k = name, 1
+        while out in self.taken:
+            k += 1
+            out = f"{name}{k}"
+        self.taken.add(out)
+        return out
+
+
 class Codegen:
     def __init__(self, checked: Checked) -> None:
         self.checked = checked
@@ -428,7 +435,7 @@ class Codegen:
         names = [d.name for d in ins]
         if params_type is not None:
             types.append(params_type)
-            names.append("params" if "params" not in names else "params_")
+            names.append(Names(list(names))("params"))
         results = [self.tensor(self.checked.shapes[r.name]) if isinstance(r, Name) else
                    self.scalar for r in roots]
         result: Type = results[0] if len(results) == 1 else TupleType(tuple(results))
@@ -459,7 +466,9 @@ class Codegen:
         if isinstance(v, Number | Unary):
             n = v.x if isinstance(v, Unary) else v
             assert isinstance(n, Number)
-            return b.literal(-n.value if isinstance(v, Unary) else n.value, t, name=d.name)
+            value = -n.value if isinstance(v, Unary) else n.value
+            return b.literal(float(value) if self.dtype.is_float else int(value), t,
+                             name=d.name)
         if isinstance(v, Name):  # glorot: uniform in ±√(6 / (fan_in + fan_out))
             fan_in = math.prod(d.shape[:-1])  # type: ignore[arg-type]
             limit = math.sqrt(6.0 / (fan_in + d.shape[-1]))  # type: ignore[operator]
@@ -491,10 +500,12 @@ class Codegen:
         b = Builder(self.module)
         fn = b.function("predict", [*p_types, x_type], inference.type_.result,
                         [*p_names, x_name])
+        fresh = Names([*p_names, x_name])
         args = fn.blocks[0].arguments
         packed = b.literal(ir.AggregateLiteral("tuple", tuple(args[:-1])), params_type,
-                           name="params")
-        b.ret(b.call(inference, [args[-1], packed], name=self.checked.role("out")[0].name))
+                           name=fresh("params"))
+        out = self.checked.role("out")[0].name
+        b.ret(b.call(inference, [args[-1], packed], name=fresh(out)))
         if loss is None or len(loss.type_.arguments) != 3:
             return
         loss_args = loss.blocks[0].arguments[:2]
@@ -503,21 +514,22 @@ class Codegen:
         target = next(a for a in loss_args if a.name != x_name)
         grad = self.module.function("loss_grad")
         assert grad is not None
+        fresh = Names([*p_names, x_name, target.name])
         fn = b.function("train_step", [*p_types, x_type, target.type, self.scalar],
                         TupleType((*p_types, self.scalar)),
-                        [*p_names, x_name, target.name, "lr"])
+                        [*p_names, x_name, target.name, fresh("lr")])
         args = fn.blocks[0].arguments
         params, x, y, lr = args[:-3], args[-3], args[-2], args[-1]
         packed = b.literal(ir.AggregateLiteral("tuple", tuple(params)), params_type,
-                           name="params")
+                           name=fresh("params"))
         ordered = [x, y] if loss_args[0].name == x_name else [y, x]
-        g = b.call(grad, [*ordered, packed], name="grads")
-        grads = b.extract(g, [0], name="d_params")
-        value = b.extract(g, [1], name=self.checked.program.losses[0].name)
+        g = b.call(grad, [*ordered, packed], name=fresh("grads"))
+        grads = b.extract(g, [0], name=fresh("d_params"))
+        value = b.extract(g, [1], name=fresh(self.checked.program.losses[0].name))
         updated = []
         for i, (p, name) in enumerate(zip(params, p_names, strict=True)):
-            step = b.multiply(b.extract(grads, [i], name=f"d_{name}"), lr)
-            updated.append(b.subtract(p, step, name=f"{name}_next"))
+            step = b.multiply(b.extract(grads, [i], name=fresh(f"d_{name}")), lr)
+            updated.append(b.subtract(p, step, name=fresh(f"{name}_next")))
         b.ret(b.tuple([*updated, value]))
 
 

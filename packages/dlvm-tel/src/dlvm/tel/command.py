@@ -9,6 +9,7 @@ import typer
 
 import dlvm.ir as ir
 
+from . import read_source
 from .api import render
 from .checker import check
 from .parser import parse
@@ -26,11 +27,7 @@ def generate_command(
     """Write a typed Python module for a TEL model: its parameters, inference, loss,
     gradient, an SGD step, save and load."""
     path = Path(file)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ir.DlvmError(f"{file}: error: cannot read the file: {e}") from None
-    code = render(check(parse(text, file)), path.name)
+    code = render(check(parse(read_source(path), file)), path.name)
     if output == "-":
         typer.echo(code, nl=False)
         return

@@ -24,7 +24,7 @@ class Intrinsic:
 
 
 TABLE: dict[str, Intrinsic] = {
-    **{n: Intrinsic(n, 1, "unary", n not in ("ceil", "floor", "relu")) for n in UNARY},
+    **{n: Intrinsic(n, 1, "unary", n != "relu") for n in UNARY},
     **{n: Intrinsic(n, 2, "binary", False) for n in BINARY},
     **{n: Intrinsic(n, 1, "rowwise", True) for n in ROWWISE},
     **{n: Intrinsic(n, 1, "reduction", n == "mean") for n in REDUCTIONS},

@@ -32,6 +32,7 @@ from .syntax import (
     Unary,
 )
 
+_SHAPE = re.compile(r"\s*(\d+|_|\?)(\s*[x×]\s*(\d+|_|\?))*\s*")
 DTYPES = ("int8", "int16", "int32", "int64", "float16", "float32", "float64")
 KEYWORDS = ("module", "type", "loss", "recurrent", "as")
 PRODUCT = (".", "•", "⊗")
@@ -237,18 +238,14 @@ class Parser:
             parts.append(t.text)
             self.next()
         self.next()
-        text = "".join(parts)
+        text = " ".join(parts)
         if not text:
             return ()
-        dims: list[int | None] = []
-        for d in re.split(r"[x×]", text):
-            if d in ("_", "?"):
-                dims.append(None)
-            elif d.isdigit() and int(d) > 0:
-                dims.append(int(d))
-            else:
-                raise ParseError(f"bad shape '[{text}]': each dimension is a positive "
-                                 "integer or '_' (dynamic), separated by 'x'", open_.location)
+        dims = [None if d in ("_", "?") else int(d)
+                for d in re.split(r"\s*[x×]\s*", text.strip())] if _SHAPE.fullmatch(text) else []
+        if not dims or 0 in dims:
+            raise ParseError(f"bad shape '[{text}]': each dimension is a positive integer or "
+                             "'_' (dynamic), separated by 'x'", open_.location)
         return tuple(dims)
 
     # ------------------------------------------------------------ expressions
