@@ -22,7 +22,8 @@ PACKAGES_DIR = ROOT / "packages"
 # whose import fails.
 FIXTURE_PLUGINS = ["examples/plugin",
                    "integration-tests/fixtures/dlvm-broken-plugin"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "lit>=18", "filecheck>=1.0.6", "psutil>=5"]
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "lit>=18", "filecheck>=1.0.6", "psutil>=5",
+             "ruff>=0.6", "mypy>=1.10,<2"]  # ruff and mypy check the code TEL generates
 
 
 def packages() -> list[str]:
