@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from dlvm.ir import DerivativeDecl, Function, Instruction, Module, Pass, PassContext, Value
+from dlvm.ir.core import UniqueNames
 from dlvm.ir.derivatives import differentiable_argument, gradient_type, outputs_of
 from dlvm.ir.types import FunctionType, TupleType
 
@@ -43,7 +44,7 @@ class Generator:
         # and the names taken: kept up to date once needed, since a module differentiating
         # many calls would otherwise scan its functions for each
         self.declared: dict[tuple[object, ...], Function] | None = None
-        self.names: set[str | None] | None = None
+        self.names: UniqueNames | None = None
 
     def run(self) -> int:
         for fn in self.module.functions:
@@ -106,14 +107,9 @@ class Generator:
 
     def unique_name(self, base: str) -> str:
         if self.names is None:
-            self.names = {fn.name for fn in self.module.functions}
-            self.names |= {g.name for g in self.module.globals}
-        name, k = base, 1
-        while name in self.names:
-            k += 1
-            name = f"{base}{k}"
-        self.names.add(name)
-        return name
+            self.names = UniqueNames([*(fn.name for fn in self.module.functions),
+                                      *(g.name for g in self.module.globals)])
+        return self.names(base)
 
     def callee(self, inst: Instruction) -> Function:
         callee = inst.callee

@@ -33,6 +33,7 @@ from dlvm.ir import (
     Value,
 )
 from dlvm.ir.builder import constant
+from dlvm.ir.core import UniqueNames
 from dlvm.ir.derivatives import differentiated_output, wrt_indices
 from dlvm.ir.types import I64, STACK, FunctionType, TensorType, TupleType, Type, scalar
 
@@ -220,8 +221,8 @@ class ReverseBuilder:
         self.b = Builder(self.module)
         self.tape_values = 0
         self.adjoint_stacks: dict[Value, Value] = {}
-        self.taken_names = {b.name for b in f.blocks} | {
-            v.name for blk in f.blocks for v in [*blk.arguments, *blk.instructions]}
+        self.taken_names = UniqueNames([b.name for b in f.blocks] + [
+            v.name for blk in f.blocks for v in [*blk.arguments, *blk.instructions]])
 
     # ------------------------------------------------------------ shared pieces
 
@@ -278,11 +279,7 @@ class ReverseBuilder:
         names = [a.name for a in self.f.entry.arguments]
         if self.decl.seedable:
             arg_types.append(self.output)
-            seed, k = "seed", 1
-            while seed in names:
-                k += 1
-                seed = f"seed{k}"
-            names.append(seed)
+            names.append(UniqueNames(names)("seed"))
         self.df.blocks.clear()
         entry = self.b.block_in(self.df, "entry", arg_types, names)
         self.seed_argument = entry.arguments[-1] if self.decl.seedable else None
@@ -290,13 +287,7 @@ class ReverseBuilder:
 
     def fresh(self, name: str) -> str:
         """`name`, or `name2`, `name3`…: not the name of a block or value of the primal."""
-        taken = self.taken_names
-        out, k = name, 1
-        while out in taken:
-            k += 1
-            out = f"{name}{k}"
-        taken.add(out)
-        return out
+        return self.taken_names(name)
 
     def create_adjoint_stacks(self, varied: set[Value]) -> None:
         """One adjoint stack per active stack of the primal, for the whole function."""

@@ -202,6 +202,24 @@ def _mentions(obj: Any, mapping: dict[Value, Value]) -> bool:
     return False
 
 
+class UniqueNames:
+    """Names not yet taken: `base`, else `base2`, `base3`… (`base.1`, `base.2`… with
+    `separator="."`). The taken set is collected once by the caller, so naming n new
+    values costs O(n), not a scan of the function each time."""
+
+    def __init__(self, taken: Iterable[str | None] = (), separator: str = "") -> None:
+        self.taken: set[str] = {n for n in taken if n}
+        self.separator = separator
+
+    def __call__(self, base: str) -> str:
+        name, k = base, 1 if not self.separator else 0
+        while name in self.taken:
+            k += 1
+            name = f"{base}{self.separator}{k}"
+        self.taken.add(name)
+        return name
+
+
 def copy_field(obj: Any, values: dict[Value, Value], blocks: dict[Block, Block]) -> Any:
     """A copy of an instruction field for a copied function: values (also inside literals)
     and branch targets' blocks mapped through `values` and `blocks`, anything not in them

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import dlvm.ir as ir
 from dlvm.ir import Builder, DerivativeDecl, Function, Value, constant
+from dlvm.ir.core import UniqueNames
 from dlvm.ir.types import (
     I64,
     AliasDecl,
@@ -329,19 +330,7 @@ class FunctionWriter:
 I64_SCALAR = scalar(I64)
 
 
-class Names:
-    """Value names not yet taken in one function: `name`, else `name2`, `name3`…"""
-
-    def __init__(self, taken: list[str | None]) -> None:
-        self.taken = {n for n in taken if n}
-
-    def __call__(self, name: str) -> str:
-        out, k = name, 1
-        while out in self.taken:
-            k += 1
-            out = f"{name}{k}"
-        self.taken.add(out)
-        return out
+Names = UniqueNames  # value names not yet taken in one function
 
 
 class Codegen:

@@ -33,6 +33,7 @@ from dlvm.ir import (
     TupleType,
 )
 from dlvm.ir.analysis import ControlFlowGraph, Loop, LoopInfo
+from dlvm.ir.core import UniqueNames
 
 # ---------------------------------------------------------------- helpers (licm uses them too)
 
@@ -42,22 +43,16 @@ class BlockNames:
     loop (collecting them for each new block would take time quadratic in the blocks)."""
 
     def __init__(self, fn: Function) -> None:
-        self.taken = {b.name for b in fn.blocks}
+        self.names = UniqueNames((b.name for b in fn.blocks), separator=".")
 
     def unique(self, base: str | None) -> str | None:
         """`base`, or `base.1`, `base.2`, … when a block already has that name."""
-        if base is None:
-            return None
-        name, n = base, 0
-        while name in self.taken:
-            n += 1
-            name = f"{base}.{n}"
-        self.taken.add(name)
-        return name
+        return None if base is None else self.names(base)
 
     def release(self, name: str | None) -> None:
         """A block of that name was removed again."""
-        self.taken.discard(name)
+        if name is not None:
+            self.names.taken.discard(name)
 
 
 def unique_block_name(fn: Function, base: str | None) -> str | None:
