@@ -196,3 +196,16 @@ def test_a_learned_initial_state_gets_its_gradient(steps: int) -> None:
     if steps == 0:
         y = compile_for_test(module)["inference"](xs, p)
         np.testing.assert_allclose(y, np.stack([p[2], p[2]]), rtol=1e-12)
+
+
+def test_long_chains_and_deep_expressions_compile() -> None:
+    """Thousands of declarations, in either order, and a sum of thousands of terms: values
+    are generated in dependency order and expression trees may be deep."""
+    chain = [f"h{i}: hidden[_ x 2] = tanh(h{i - 1} . w + x)" for i in range(1, 3000)]
+    for body in (chain, chain[::-1]):
+        text = "\n".join(["module big", "x: in[_ x 2]", "w: param[2 x 2] = glorot",
+                          "h0: hidden[_ x 2] = x", *body, "y: out[_ x 2] = h2999"])
+        module = tel.compile(text, "big.tel")
+        assert len(module.function("inference").blocks[0].instructions) > 3000
+    total = tel.compile("module s\nx: in[2]\ny: out[2] = " + " + ".join(["x"] * 5000), "s.tel")
+    np.testing.assert_allclose(ir.compile(total, "interp")["inference"](np.ones(2)), [5000] * 2)

@@ -10,6 +10,7 @@ The language is specified in docs/tel.md.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import dlvm.ir as ir
@@ -24,7 +25,17 @@ __all__ = ["Checked", "Program", "check", "compile", "compile_file", "generate",
 
 def compile(text: str, filename: str = "<tel>") -> ir.Module:
     """The IR module of TEL source text; errors are `FILE:LINE:COL` diagnostics."""
-    return generate(check(parse(text, filename)))
+    limit = sys.getrecursionlimit()
+    # Expressions are trees as deep as their longest chain of operators (a sum of n terms
+    # is n deep) and are walked recursively; Python-to-Python calls do not use the C stack.
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        return generate(check(parse(text, filename)))
+    except RecursionError:
+        raise ir.DlvmError(f"{filename}: error: an expression is nested too deeply to compile "
+                           "(thousands of levels): split it into hidden declarations") from None
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def compile_file(path: str | Path) -> ir.Module:

@@ -95,6 +95,7 @@ class Checked:
     recurrent: Recurrent | None
     sequences: list[str] = field(default_factory=list)  # inputs read as `xs[t]`
     carried: list[str] = field(default_factory=list)  # recurrent values that cross steps
+    order: list[Declaration] = field(default_factory=list)  # each after what it reads
 
     @property
     def dtype(self) -> str:
@@ -143,11 +144,15 @@ class Checker:
             self.decls[d.name] = d
             self.declared_form(d)
         for d in p.declarations:
-            if self.decls.get(d.name) is d and d.role != "in" and d.value is not None:
-                if d.role == "param":
-                    self.initializer(d)
-                else:
-                    self.value_shape(d)
+            if self.decls.get(d.name) is d and d.role == "param" and d.value is not None:
+                self.initializer(d)
+        ordered, cycles = dependency_order(p, self.decls)
+        for cycle in cycles:
+            d = self.decls[cycle[0]]
+            self.done.add(d.name)
+            self.error(f"'{d.name}' depends on itself ({' → '.join(cycle)})", d.location)
+        for d in ordered:  # what a value reads is inferred before it: no deep recursion
+            self.value_shape(d)
         if self.block is not None:
             self.check_block(self.block)
         for loss in p.losses:
@@ -159,7 +164,7 @@ class Checker:
             raise DiagnosticError(self.errors)
         carried = [d.name for d in (self.block.declarations if self.block else [])
                    if d.name in self.previous or self.used_after_block(d.name)]
-        return Checked(p, self.shapes, self.block, list(self.sequences), carried)
+        return Checked(p, self.shapes, self.block, list(self.sequences), carried, ordered)
 
     def declared_form(self, d: Declaration) -> None:
         self.shapes[d.name] = d.shape
@@ -549,19 +554,71 @@ def suggest(name: str, candidates: list[str]) -> str | None:
 
 
 def walk(e: Expr) -> list[Expr]:
-    """`e` and every expression inside it."""
-    out: list[Expr] = [e]
-    if isinstance(e, Unary | Transpose | Reshape):
-        out += walk(e.x)
-    elif isinstance(e, Binary):
-        out += walk(e.lhs) + walk(e.rhs)
-    elif isinstance(e, Concat):
-        for x in e.items:
-            out += walk(x)
-    elif isinstance(e, Call):
-        for x in e.args:
-            out += walk(x)
+    """`e` and every expression inside it (without recursion: a sum of thousands of terms is
+    a tree thousands deep)."""
+    out: list[Expr] = []
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        out.append(x)
+        todo += reversed(children(x))
     return out
+
+
+def children(e: Expr) -> list[Expr]:
+    if isinstance(e, Unary | Transpose | Reshape):
+        return [e.x]
+    if isinstance(e, Binary):
+        return [e.lhs, e.rhs]
+    if isinstance(e, Concat):
+        return list(e.items)
+    if isinstance(e, Call):
+        return list(e.args)
+    return []
+
+
+def reads_now(e: Expr) -> list[str]:
+    """The names an expression reads at the same step (not `h[t-1]`, the step before)."""
+    return [x.name for x in walk(e) if isinstance(x, Name) and x.time in (None, 0)]
+
+
+def dependency_order(program: Program, decls: dict[str, Declaration]
+                     ) -> tuple[list[Declaration], list[list[str]]]:
+    """The hidden and output declarations, each after the ones it reads (a depth-first
+    walk with an explicit stack), and the cycles met on the way (`[a, b, a]`)."""
+    order: list[Declaration] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles: list[list[str]] = []
+
+    def computed(name: str) -> Declaration | None:
+        d = decls.get(name)
+        return d if d is not None and d.value is not None and d.role in ("hidden", "out") \
+            else None
+
+    for root in program.declarations:
+        if decls.get(root.name) is not root or computed(root.name) is None or root.name in state:
+            continue
+        path: list[str] = [root.name]
+        stack = [iter(reads_now(root.value))]  # type: ignore[arg-type]
+        state[root.name] = 1
+        while stack:
+            name = next(stack[-1], None)
+            if name is None:
+                stack.pop()
+                done = path.pop()
+                state[done] = 2
+                order.append(decls[done])
+                continue
+            d = computed(name)
+            if d is None or state.get(name) == 2:
+                continue
+            if state.get(name) == 1:
+                cycles.append([*path[path.index(name):], name])
+                continue
+            state[name] = 1
+            path.append(name)
+            stack.append(iter(reads_now(d.value)))  # type: ignore[arg-type]
+    return order, cycles
 
 
 def check(program: Program) -> Checked:

@@ -28,7 +28,7 @@ from dlvm.ir.types import (
     scalar,
 )
 
-from .checker import Checked, walk
+from .checker import Checked, children, walk
 from .syntax import (
     Binary,
     Call,
@@ -93,6 +93,9 @@ class FunctionWriter:
         block = self.c.recurrent
         if block is not None and any(d.name in needed for d in block.declarations):
             self.loop(needed)
+        for d in self.c.order:  # each value after what it reads: no deep recursion
+            if d.name in needed and not d.recurrent:
+                self.get(d.name)
         return [self.expr(r) for r in roots]
 
     def loop(self, needed: set[str]) -> None:
@@ -132,8 +135,8 @@ class FunctionWriter:
         for name, by_time in self.scope.elements.items():
             sequences[name] = b.extract(by_time, [t], name=self.fresh(f"{name}_{var}"))
         self.scope.elements = sequences
-        for d in block.declarations:
-            if d.name in needed or d.name in c.carried:
+        for d in c.order:
+            if d.recurrent and (d.name in needed or d.name in c.carried):
                 self.current(d)
         following = b.add(t, constant(1, I64_SCALAR), name=self.fresh(f"{var}_next"))
         b.branch((head, [following, *[self.scope.step[d.name] for d in carried]]))
@@ -311,13 +314,9 @@ class FunctionWriter:
     def cross_entropy(self, p: Expr, target: Value) -> Value:
         """−mean over rows of Σ t·log p; of softmax(z), log p is log_softmax(z)."""
         b = self.b
-        source = p
-        if isinstance(p, Name) and p.time is None:
-            d = self.c.program.declaration(p.name)
-            if d is not None and d.value is not None and not d.recurrent:
-                source = d.value
-        if isinstance(source, Call) and source.function == "softmax":
-            logp = self.softmax(self.expr(source.args[0]), log=True)
+        logits = self.gen.softmax_of(p)
+        if logits is not None:
+            logp = self.softmax(self.expr(logits), log=True)
         else:
             logp = b.log(self.expr(p))
         total = self.total(b.multiply(logp, target))
@@ -368,23 +367,51 @@ class Codegen:
                     changed = True
         return found
 
+    def softmax_of(self, p: Expr) -> Expr | None:
+        """z, when `p` is softmax(z) or names a value defined so: cross_entropy(p, t) then
+        takes log p = log_softmax(z), never the log of a rounded probability."""
+        if isinstance(p, Name) and p.time is None:
+            d = self.checked.program.declaration(p.name)
+            if d is not None and d.value is not None and not d.recurrent:
+                p = d.value
+        if isinstance(p, Call) and p.function == "softmax":
+            return p.args[0]
+        return None
+
+    def reads(self, e: Expr) -> list[Name]:
+        """The names an expression's code reads (through softmax's argument where
+        cross_entropy takes log_softmax instead)."""
+        out: list[Name] = []
+        todo = [e]
+        while todo:
+            x = todo.pop()
+            if isinstance(x, Call) and x.function == "cross_entropy":
+                logits = self.softmax_of(x.args[0])
+                if logits is not None:
+                    todo += [logits, x.args[1]]
+                    continue
+            if isinstance(x, Name):
+                out.append(x)
+            todo += children(x)
+        return out
+
     def closure(self, roots: list[Expr]) -> set[str]:
         """The declarations the expressions read, directly or not."""
         out: set[str] = set()
-        todo = [x for r in roots for x in walk(r)]
+        todo = [x for r in roots for x in self.reads(r)]
         block = self.checked.recurrent
         while todo:
             e = todo.pop()
-            if not isinstance(e, Name) or e.name in out:
+            if e.name in out:
                 continue
             d = self.checked.program.declaration(e.name)
             if d is None:
                 continue
             out.add(d.name)
             if d.value is not None and d.role != "param":
-                todo += walk(d.value)
+                todo += self.reads(d.value)
             if d.recurrent and block is not None:
-                todo += [x for i in block.initial if i.name == d.name for x in walk(i.value)]
+                todo += [x for i in block.initial if i.name == d.name for x in self.reads(i.value)]
                 todo += [Name(block.location, s) for s in self.checked.sequences]
         return out
 

@@ -111,5 +111,12 @@ class Program:
     losses: list[Loss] = field(default_factory=list)
     recurrent: list[Recurrent] = field(default_factory=list)
 
+    _index: dict[str, Declaration] = field(default_factory=dict, repr=False)
+    _indexed: int = field(default=0, repr=False)
+
     def declaration(self, name: str) -> Declaration | None:
-        return next((d for d in self.declarations if d.name == name), None)
+        """The first declaration of `name` (an index kept up to date as the list grows)."""
+        for d in self.declarations[self._indexed:]:
+            self._index.setdefault(d.name, d)
+        self._indexed = len(self.declarations)
+        return self._index.get(name)
