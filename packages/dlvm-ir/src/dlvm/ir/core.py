@@ -84,6 +84,29 @@ class KeywordLiteral(Literal):
     keyword: str
 
 
+@dataclass(frozen=True, slots=True)
+class DenseLiteral(Literal):
+    """`dense "0x…"`: a static tensor's elements as raw bytes, row-major and little-endian
+    (booleans one byte each) — how large constants such as a model's weights are kept and
+    written, without one literal object per element."""
+
+    data: bytes
+
+    @staticmethod
+    def of(array: Any) -> DenseLiteral:
+        import numpy as np
+
+        a = np.ascontiguousarray(array)
+        return DenseLiteral(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
+
+    def array(self, dtype: Any, shape: tuple[int, ...]) -> Any:
+        """The elements as a read-only numpy array of `dtype` and `shape`."""
+        import numpy as np
+
+        a = np.frombuffer(self.data, np.dtype(dtype).newbyteorder("<")).reshape(shape)
+        return a.astype(np.dtype(dtype), copy=False)
+
+
 ZERO = KeywordLiteral("zero")
 UNDEFINED = KeywordLiteral("undefined")
 NULL = KeywordLiteral("null")

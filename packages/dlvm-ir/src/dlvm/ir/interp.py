@@ -17,6 +17,7 @@ import numpy as np
 from .core import (
     AggregateLiteral,
     Block,
+    DenseLiteral,
     DerivativeDecl,
     Function,
     GlobalVariable,
@@ -127,6 +128,9 @@ class Interpreter:
             return arr
         if isinstance(lit, KeywordLiteral):
             return None if lit.keyword == "null" else zero_value(t, self.module)
+        if isinstance(lit, DenseLiteral):
+            assert isinstance(t, TensorType)
+            return lit.array(numpy_dtype(t.dtype), tuple(d or 0 for d in t.shape))
         assert isinstance(lit, AggregateLiteral)
         elements = [frame.get(e) for e in lit.elements]
         if lit.kind == "tensor":

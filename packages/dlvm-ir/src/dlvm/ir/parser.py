@@ -22,6 +22,7 @@ from .core import (
     Block,
     BranchTarget,
     BuiltinRef,
+    DenseLiteral,
     DerivativeDecl,
     FieldKey,
     Function,
@@ -901,6 +902,16 @@ class Parser:
         if t.kind == lx.FLOAT:
             self.advance()
             return ScalarLiteral(float(t.text))
+        if t.kind == lx.IDENT and t.text == "dense":
+            self.advance()
+            text = lx.unescape(self.expect(lx.STRING, "the elements as a string '\"0x…\"' "
+                                                  "after 'dense'").text)
+            digits = text[2:] if text.startswith("0x") else None
+            try:
+                return DenseLiteral(bytes.fromhex(digits or "?"))
+            except ValueError:
+                self.fail("a dense literal's string is '0x' and two hexadecimal digits per "
+                          "byte")
         if t.kind == lx.IDENT:
             keyword = {"true": ScalarLiteral(True), "false": ScalarLiteral(False),
                        "zero": ZERO, "undefined": UNDEFINED, "null": NULL,

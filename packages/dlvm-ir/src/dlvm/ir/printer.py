@@ -15,6 +15,7 @@ from .core import (
     Block,
     BranchTarget,
     BuiltinRef,
+    DenseLiteral,
     DerivativeDecl,
     FieldKey,
     Function,
@@ -219,6 +220,8 @@ class Printer:
             return format_scalar(lit.value)
         if isinstance(lit, KeywordLiteral):
             return lit.keyword
+        if isinstance(lit, DenseLiteral):
+            return f'dense "0x{lit.data.hex()}"'
         assert isinstance(lit, AggregateLiteral)
         elements = ", ".join(self.use(e) for e in lit.elements)
         if lit.kind == "tensor":

@@ -19,7 +19,7 @@ import numpy as np
 from llvmlite import ir as ll
 
 from dlvm.ir import AggregateLiteral, Instruction, KeywordLiteral, Literal, ScalarLiteral
-from dlvm.ir.core import FieldKey, LiteralValue
+from dlvm.ir.core import DenseLiteral, FieldKey, LiteralValue
 from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import (
     ArrayType,
@@ -84,6 +84,8 @@ def constant_elements(lit: Literal, t: TensorType) -> np.ndarray | None:
     """The flat elements of a constant tensor literal, or None if it holds values."""
     if isinstance(lit, ScalarLiteral):
         return np.full(t.count or 0, lit.value, numpy_dtype(t.dtype)) if t.is_static else None
+    if isinstance(lit, DenseLiteral):
+        return lit.array(numpy_dtype(t.dtype), (t.count or 0,))
     if not isinstance(lit, AggregateLiteral) or lit.kind != "tensor":
         return None
     sub = t.with_shape(t.shape[1:])
@@ -119,6 +121,11 @@ def materialize(fl: FunctionLowering, lit: Literal, t: Type) -> ll.Value:
         if lit.keyword == "null":
             return ll.Constant(lt, None)
         return zero_value(fl, t)  # `undefined` is zero, as in the interpreter
+    if isinstance(lit, DenseLiteral):
+        assert isinstance(t, TensorType)
+        flat = constant_elements(lit, t)
+        assert flat is not None
+        return constant_buffer(fl, t, flat)
     assert isinstance(lit, AggregateLiteral)
     elements = [fl.value(e) for e in lit.elements]
     if lit.kind == "tensor":

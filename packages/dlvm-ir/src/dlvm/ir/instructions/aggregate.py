@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core import (
     AggregateLiteral,
+    DenseLiteral,
     FieldKey,
     Instruction,
     KeywordLiteral,
@@ -67,6 +68,13 @@ def check_literal(lit: Literal, t: Type, m: Module | None) -> None:
             isinstance(rt, TensorType | TupleType | ArrayType | NominalType) and has_zero(rt, m)
         ):
             fail(f"'zero' cannot have type '{t}' (it has no zero value)")
+        return
+    if isinstance(lit, DenseLiteral):
+        if not isinstance(rt, TensorType) or not rt.is_static:
+            fail(f"a dense literal needs a tensor type of static shape, found '{t}'")
+        size = max(rt.dtype.bits // 8, 1) * (rt.count or 0)
+        if len(lit.data) != size:
+            fail(f"a dense literal of '{t}' holds {size} bytes, found {len(lit.data)}")
         return
     assert isinstance(lit, AggregateLiteral)
     elements = lit.elements

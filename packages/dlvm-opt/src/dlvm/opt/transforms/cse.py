@@ -27,6 +27,7 @@ from dlvm.ir import (
     AggregateLiteral,
     Block,
     BranchTarget,
+    DenseLiteral,
     Function,
     FunctionPass,
     Instruction,
@@ -77,6 +78,8 @@ def literal_key(v: LiteralValue) -> Hashable:
         if lit.keyword == "zero" and isinstance(v.type, TensorType):
             return ("scalar", v.type, scalar_key(0, v.type))  # zero: T is the splat 0: T
         return ("keyword", v.type, lit.keyword)
+    if isinstance(lit, DenseLiteral):
+        return ("dense", v.type, lit.data)
     assert isinstance(lit, AggregateLiteral)
     return ("aggregate", v.type, lit.kind, lit.keys, tuple(value_key(e) for e in lit.elements))
 
