@@ -1,0 +1,125 @@
+"""What an operator's converter sees: its node's inputs (IR values, constants known at
+import, or shape vectors), attributes with ONNX's defaults, and a builder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import dlvm.ir as ir
+import onnx
+from dlvm.ir import Builder, DenseLiteral, Value, constant
+from dlvm.ir.types import BOOL, F16, F32, F64, I8, I16, I32, I64, DataType, TensorType, scalar
+
+# ONNX element types DLVM has
+DTYPES: dict[int, DataType] = {
+    onnx.TensorProto.FLOAT: F32, onnx.TensorProto.DOUBLE: F64, onnx.TensorProto.FLOAT16: F16,
+    onnx.TensorProto.INT8: I8, onnx.TensorProto.INT16: I16, onnx.TensorProto.INT32: I32,
+    onnx.TensorProto.INT64: I64, onnx.TensorProto.BOOL: BOOL,
+}
+NUMPY = {F32: np.float32, F64: np.float64, F16: np.float16, I8: np.int8, I16: np.int16,
+         I32: np.int32, I64: np.int64, BOOL: np.bool_}
+
+
+class Unsupported(Exception):
+    """This node, or one of its attributes, has no conversion (collected, then reported
+    for every node at once)."""
+
+
+@dataclass
+class ShapeVector:
+    """An int64 tensor computed from shapes at import: known sizes, None where a dimension
+    is dynamic (`Shape` of a batch, then Gather, Concat, … of it), as a numpy object array."""
+
+    dims: Any
+
+
+Input = Value | np.ndarray | ShapeVector | None
+
+
+def dtype_of(array: np.ndarray) -> DataType:
+    for dt, np_type in NUMPY.items():
+        if array.dtype == np_type:
+            return dt
+    raise Unsupported(f"element type {array.dtype}")
+
+
+class NodeContext:
+    def __init__(self, node: onnx.NodeProto, inputs: list[Input], b: Builder,
+                 opset: int, module: ir.Module) -> None:
+        self.node = node
+        self.inputs = inputs
+        self.b = b
+        self.opset = opset
+        self.module = module
+        self.attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+    # ------------------------------------------------------------ inputs
+
+    def has(self, i: int) -> bool:
+        return i < len(self.inputs) and self.inputs[i] is not None
+
+    def value(self, i: int) -> Value:
+        """Input i as an IR value (a constant becomes a literal)."""
+        x = self.inputs[i]
+        if isinstance(x, Value):
+            return x
+        if isinstance(x, ShapeVector):
+            raise Unsupported(f"input {i} is a shape with dynamic sizes used as data")
+        if x is None:
+            raise Unsupported(f"input {i} is missing")
+        return self.literal(x)
+
+    def literal(self, array: np.ndarray) -> Value:
+        array = np.asarray(array)
+        dt = dtype_of(array)
+        if array.ndim == 0:
+            return constant(array.item(), scalar(dt))
+        t = TensorType(array.shape, dt)
+        flat = array.reshape(-1)
+        if flat.size and (flat == flat[0]).all():  # NaN is never equal: stays dense
+            return self.b.literal(flat[0].item(), t)  # a splat
+        return self.b.literal(DenseLiteral.of(array), t)
+
+    def const(self, i: int) -> np.ndarray | None:
+        x = self.inputs[i] if i < len(self.inputs) else None
+        return x if isinstance(x, np.ndarray) else None
+
+    def ints(self, i: int, what: str) -> list[int]:
+        """A constant integer input (axes, shapes, pads), as a list."""
+        x = self.const(i)
+        if x is None:
+            raise Unsupported(f"{what} (input {i}) must be known at import")
+        return [int(v) for v in np.asarray(x).reshape(-1)]
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        v = self.attrs.get(name, default)
+        return v.decode() if isinstance(v, bytes) else v
+
+    def only(self, **allowed: Callable[[Any], bool]) -> None:
+        """Refuse attributes this converter does not implement (by value)."""
+        for name, ok in allowed.items():
+            if name in self.attrs and not ok(self.attr(name)):
+                raise Unsupported(f"attribute {name}={self.attr(name)!r}")
+
+    # ------------------------------------------------------------ types
+
+    def type_of(self, v: Value) -> TensorType:
+        t = self.module.resolve(v.type)
+        assert isinstance(t, TensorType), t
+        return t
+
+    def rank(self, v: Value) -> int:
+        return self.type_of(v).rank
+
+    def axis(self, a: int, rank: int) -> int:
+        if not -rank <= a < max(rank, 1):
+            raise Unsupported(f"axis {a} for rank {rank}")
+        return a % max(rank, 1)
+
+    def number(self, x: float, like: Value) -> Value:
+        dt = self.type_of(like).dtype
+        return constant(float(x) if dt.is_float else int(x), scalar(dt))

@@ -1,0 +1,380 @@
+"""An ONNX model as a DLVM module.
+
+    @forward(inputs…, %params: $<model>_params) -> outputs   the graph; initializers are
+                                                              the parameters' tuple
+    @init_params() -> $<model>_params                         their values (dense literals)
+    @main(inputs…) -> outputs                                 forward(inputs, init_params())
+
+With `freeze`, `@main` alone, with the initializers as constants. For a classifier (one input,
+one output of class scores [batch x classes]) the module also gets `@loss` (the mean
+cross-entropy against one-hot targets), its gradient `@loss_grad` with respect to the
+parameters, `@predict` and `@train_step` (one SGD step) with the parameters one by one: what
+`dlvm run` fine-tunes. Nodes whose inputs are all known at import are evaluated then (shape
+arithmetic, constants); sizes that are dynamic travel as shape vectors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import dlvm.ir as ir
+import onnx
+import onnx.numpy_helper
+from dlvm.ir import Builder, DenseLiteral, DerivativeDecl, Diagnostic, Value
+from dlvm.ir.core import UniqueNames
+from dlvm.ir.types import AliasDecl, FunctionType, NominalType, TensorType, TupleType, Type
+from onnx.reference import ReferenceEvaluator
+
+from .context import DTYPES, NodeContext, ShapeVector, Unsupported, dtype_of
+from .ops import CONVERTERS
+
+MIN_OPSET = 13
+FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
+# inputs that are statistics or settings, not weights to train
+FIXED_INPUTS = {"BatchNormalization": (3, 4)}
+SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast", "Identity", "Add",
+             "Sub", "Mul", "Div")
+
+
+def sanitize(name: str) -> str:
+    """An ONNX name as a DLVM value name: letters, digits, `_` and `.`, not leading digits."""
+    out = re.sub(r"[^A-Za-z0-9_.]+", "_", name).strip("_.")
+    if not out or not (out[0].isalpha() or out[0] == "_"):
+        out = f"v_{out}" if out else "v"
+    return out
+
+
+class Poisoned:
+    """The output of a node that could not be converted (its users are skipped)."""
+
+
+POISON = Poisoned()
+
+
+class Importer:
+    def __init__(self, model: onnx.ModelProto, *, freeze: bool = False,
+                 name: str | None = None, source: str = "<onnx>") -> None:
+        self.source = source
+        try:
+            onnx.checker.check_model(model)
+        except (onnx.checker.ValidationError, Exception) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ir.DlvmError(f"{source}: error: not a valid ONNX model: {first}") from None
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                          0)
+        if self.opset < MIN_OPSET:
+            raise ir.DlvmError(f"{source}: error: the model uses opset {self.opset}; DLVM "
+                               f"imports opsets {MIN_OPSET} and later (convert it with "
+                               "onnx.version_converter)")
+        with contextlib.suppress(Exception):
+            model = onnx.shape_inference.infer_shapes(model)
+        self.model = model
+        self.graph = model.graph
+        self.freeze = freeze
+        self.name = sanitize(name or self.graph.name or "model")
+        self.module = ir.Module(self.name, "raw")
+        self.initializers = {t.name: onnx.numpy_helper.to_array(t)
+                             for t in self.graph.initializer}
+        self.errors: list[Diagnostic] = []
+
+    # ------------------------------------------------------------ the module
+
+    def run(self) -> ir.Module:
+        params = [] if self.freeze else self.trainable()
+        inputs = [i for i in self.graph.input if i.name not in self.initializers]
+        in_types = [self.input_type(i) for i in inputs]
+        names = UniqueNames()
+        arg_names = [names(sanitize(i.name)) for i in inputs]
+        param_names = [names(sanitize(p)) for p in params]
+        params_type: Type | None = None
+        if params:
+            alias = f"{self.name}_params"
+            self.module.add_type(AliasDecl(alias, TupleType(tuple(
+                TensorType(self.initializers[p].shape, dtype_of(self.initializers[p]))
+                for p in params))))
+            params_type = NominalType(alias)
+        b = Builder(self.module)
+        fn_name = "forward" if params else "main"
+        types = [*in_types, *([params_type] if params_type else [])]
+        arg_names_all = [*arg_names, *([names("params")] if params_type else [])]
+        placeholder = TupleType(())
+        fn = b.function(fn_name, types, placeholder, arg_names_all)
+        env: dict[str, Any] = dict(self.initializers)
+        for i, a in zip(inputs, fn.blocks[0].arguments, strict=False):
+            env[i.name] = a
+        for k, (p, n) in enumerate(zip(params, param_names, strict=True)):
+            env[p] = b.extract(fn.blocks[0].arguments[-1], [k], name=n)
+        for node in self.graph.node:
+            self.convert(node, env, b, names)
+        if self.errors:
+            raise ir.DiagnosticError(self.errors)
+        outputs = [self.output_value(o.name, env, b) for o in self.graph.output]
+        result = outputs[0] if len(outputs) == 1 else b.tuple(outputs)
+        b.ret(result)
+        fn.type = FunctionType(tuple(types), result.type)
+        if params_type is not None:
+            self.wrappers(fn, params, param_names, params_type, arg_names)
+        return self.module
+
+    def trainable(self) -> list[str]:
+        """Float initializers that nodes read as data (not statistics such as a batch
+        norm's running mean), in the file's order."""
+        fixed = {node.input[i] for node in self.graph.node
+                 for i in FIXED_INPUTS.get(node.op_type, ()) if i < len(node.input)}
+        used = {x for node in self.graph.node for x in node.input}
+        return [t.name for t in self.graph.initializer
+                if t.data_type in FLOATS and t.name in used and t.name not in fixed]
+
+    def input_type(self, info: onnx.ValueInfoProto) -> TensorType:
+        t = info.type.tensor_type
+        dt = DTYPES.get(t.elem_type)
+        if dt is None or not info.type.HasField("tensor_type"):
+            raise ir.DlvmError(f"{self.source}: error: input '{info.name}' has a type DLVM "
+                               "does not import (tensors of float, int or bool elements)")
+        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+        return TensorType(dims, dt)
+
+    def output_value(self, name: str, env: dict[str, Any], b: Builder) -> Value:
+        v = env.get(name)
+        if isinstance(v, Value):
+            return v
+        if isinstance(v, np.ndarray):
+            return NodeContext(onnx.NodeProto(), [], b, self.opset, self.module).literal(v)
+        raise ir.DlvmError(f"{self.source}: error: output '{name}' is not computed by the "
+                           "graph")
+
+    # ------------------------------------------------------------ nodes
+
+    def convert(self, node: onnx.NodeProto, env: dict[str, Any], b: Builder,
+                names: UniqueNames) -> None:
+        label = f"node '{node.name or node.output[0]}' ({node.op_type})"
+        inputs = [env.get(x) if x else None for x in node.input]
+        if any(x is POISON for x in inputs):
+            for o in node.output:
+                env[o] = POISON
+            return
+        missing = [x for x, v in zip(node.input, inputs, strict=True) if x and v is None]
+        if missing:
+            self.errors.append(Diagnostic(f"{self.source}: {label}: input '{missing[0]}' is "
+                                          "not defined before it"))
+            for o in node.output:
+                env[o] = POISON
+            return
+        try:
+            if node.domain not in ("", "ai.onnx"):
+                raise Unsupported(f"operators of the domain '{node.domain}'")
+            results = self.evaluate(node, inputs, b)
+        except Unsupported as e:
+            known = node.op_type in CONVERTERS or node.op_type in ("Constant", "Shape")
+            why = str(e) if known else "no conversion for this operator"
+            self.errors.append(Diagnostic(f"{self.source}: {label}: {why}"))
+            for o in node.output:
+                env[o] = POISON
+            return
+        for o, v in zip(node.output, results, strict=False):
+            if not o:
+                continue
+            if isinstance(v, ir.Instruction) and v.name is None and v.block is not None:
+                v.name = names(sanitize(o))
+            env[o] = v
+
+    def evaluate(self, node: onnx.NodeProto, inputs: list[Any], b: Builder) -> list[Any]:
+        op = node.op_type
+        if op == "Constant":
+            return [constant_value(node)]
+        if op == "Shape":
+            return [self.shape_of(node, inputs[0])]
+        present = [x for x in inputs if x is not None]
+        if all(isinstance(x, np.ndarray) for x in present):
+            return self.fold(node, inputs)
+        if any(isinstance(x, ShapeVector) for x in present) and op in SHAPE_OPS:
+            return [shape_arithmetic(node, inputs)]
+        converter = CONVERTERS.get(op)
+        if converter is None:
+            raise Unsupported("no conversion for this operator")
+        return converter(NodeContext(node, inputs, b, self.opset, self.module))
+
+    def shape_of(self, node: onnx.NodeProto, x: Any) -> Any:
+        if isinstance(x, np.ndarray):
+            dims: list[int | None] = list(x.shape)
+        elif isinstance(x, Value):
+            t = self.module.resolve(x.type)
+            assert isinstance(t, TensorType)
+            dims = list(t.shape)
+        else:
+            raise Unsupported("the shape of a shape vector")
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        dims = dims[slice(attrs.get("start", 0), attrs.get("end"))]
+        if all(d is not None for d in dims):
+            return np.array(dims, np.int64)
+        return ShapeVector(np.array(dims, dtype=object))
+
+    def fold(self, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
+        """A node of constant inputs, computed now by ONNX's reference implementation."""
+        names = [f"in{i}" if x is not None else "" for i, x in enumerate(inputs)]
+        outs = [f"out{i}" for i in range(len(node.output))]
+        copy = onnx.helper.make_node(node.op_type, names, outs, domain=node.domain)
+        copy.attribute.extend(node.attribute)
+        graph = onnx.helper.make_graph(
+            [copy], "fold",
+            [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(
+                x.dtype), x.shape) for n, x in zip(names, inputs, strict=True) if n],
+            [onnx.helper.make_empty_tensor_value_info(o) for o in outs])
+        model = onnx.helper.make_model(graph, opset_imports=[
+            onnx.helper.make_opsetid("", self.opset)])
+        try:
+            results = ReferenceEvaluator(model).run(
+                None, {n: x for n, x in zip(names, inputs, strict=True) if n})
+        except Exception as e:
+            raise Unsupported(f"evaluating it on constants failed: {e}") from None
+        return [np.asarray(r) for r in results]
+
+    # ------------------------------------------------------------ wrappers
+
+    def wrappers(self, forward: ir.Function, params: list[str], param_names: list[str],
+                 params_type: Type, arg_names: list[str]) -> None:
+        b = Builder(self.module)
+        b.function("init_params", [], params_type)
+        values = [b.literal(DenseLiteral.of(self.initializers[p]) if self.initializers[p].size
+                            > 1 else self.initializers[p].reshape(-1)[0].item(),
+                            TensorType(self.initializers[p].shape,
+                                       dtype_of(self.initializers[p])), name=n)
+                  for p, n in zip(params, param_names, strict=True)]
+        b.ret(b.literal(ir.AggregateLiteral("tuple", tuple(values)), params_type))
+        init = self.module.function("init_params")
+        assert init is not None
+        in_types = list(forward.type_.arguments[:-1])
+        main = b.function("main", in_types, forward.type_.result, arg_names)
+        args = list(main.blocks[0].arguments)
+        p = b.call(init, [], name="params")
+        b.ret(b.call(forward, [*args, p], name="outputs"))
+        result = self.module.resolve(forward.type_.result)
+        if len(in_types) == 1 and isinstance(result, TensorType) and result.rank == 2 and \
+                result.dtype.is_float:
+            self.classifier(forward, params_type, param_names, in_types[0], result,
+                            arg_names[0])
+
+    def classifier(self, forward: ir.Function, params_type: Type, param_names: list[str],
+                   x_type: Type, scores: TensorType, x_name: str) -> None:
+        """@loss (mean cross-entropy of the scores against one-hot targets; the scores are
+        logits, or probabilities when the graph ends in Softmax), its gradient, @predict
+        and @train_step."""
+        b = Builder(self.module)
+        names = UniqueNames([x_name])
+        target = names("target")
+        fn = b.function("loss", [x_type, scores, params_type], TensorType((), scores.dtype),
+                        [x_name, target, names("params")])
+        x, t, p = fn.blocks[0].arguments
+        y = b.call(forward, [x, p], name=names("scores"))
+        last = next((n for n in self.graph.node if self.graph.output[0].name in n.output), None)
+        zero = ir.constant(0.0, TensorType((), scores.dtype))
+        if last is not None and last.op_type == "Softmax":
+            logp = b.log(y)
+        else:
+            top = b.padShape(b.reduce(y, "max", ir.constant(-math.inf, zero.type), [1]), 1)
+            z = b.subtract(y, top)
+            logp = b.subtract(z, b.padShape(b.log(b.reduce(b.exp(z), "add", zero, [1])), 1))
+        total = b.reduce(b.multiply(logp, t), "add", zero)
+        rows = b.dataTypeCast(b.extract(b.shape(y), [0]), scores.dtype)
+        b.ret(b.negate(b.divide(total, rows), name=names("xent")))
+        grad_type = FunctionType(fn.type_.arguments, TupleType((params_type, zero.type)))
+        b.declare("loss_grad", grad_type, DerivativeDecl("gradient", fn, None, (2,), (0,), False))
+        alias = self.module.type_decls[f"{self.name}_params"]
+        assert isinstance(alias, AliasDecl) and isinstance(alias.target, TupleType)
+        p_types = list(alias.target.elements)
+        names = UniqueNames([*param_names, x_name])
+        pred = b.function("predict", [*p_types, x_type], scores, [*param_names, x_name])
+        packed = b.literal(ir.AggregateLiteral("tuple", tuple(pred.blocks[0].arguments[:-1])),
+                           params_type, name=names("params"))
+        b.ret(b.call(forward, [pred.blocks[0].arguments[-1], packed], name=names("scores")))
+        names = UniqueNames([*param_names, x_name])
+        target, lr_name = names("target"), names("lr")
+        step = b.function("train_step", [*p_types, x_type, scores, zero.type],
+                          TupleType((*p_types, zero.type)),
+                          [*param_names, x_name, target, lr_name])
+        args = step.blocks[0].arguments
+        ps, x, t, lr = args[:-3], args[-3], args[-2], args[-1]
+        packed = b.literal(ir.AggregateLiteral("tuple", tuple(ps)), params_type,
+                           name=names("params"))
+        grad = self.module.function("loss_grad")
+        assert grad is not None
+        g = b.call(grad, [x, t, packed], name=names("grads"))
+        dp = b.extract(g, [0], name=names("d_params"))
+        loss = b.extract(g, [1], name=names("xent"))
+        updated = [b.subtract(pk, b.multiply(b.extract(dp, [i]), lr), name=names(f"{n}_next"))
+                   for i, (pk, n) in enumerate(zip(ps, param_names, strict=True))]
+        b.ret(b.tuple([*updated, loss]))
+
+
+def constant_value(node: onnx.NodeProto) -> np.ndarray:
+    attr = node.attribute[0] if node.attribute else None
+    if attr is None:
+        raise Unsupported("a Constant without a value")
+    value = onnx.helper.get_attribute_value(attr)
+    if attr.name == "value":
+        return onnx.numpy_helper.to_array(value)
+    if attr.name in ("value_float", "value_int"):
+        return np.array(value, np.float32 if attr.name == "value_float" else np.int64)
+    if attr.name in ("value_floats", "value_ints"):
+        return np.array(value, np.float32 if attr.name == "value_floats" else np.int64)
+    raise Unsupported(f"a Constant given by '{attr.name}'")
+
+
+def shape_arithmetic(node: onnx.NodeProto, inputs: list[Any]) -> Any:
+    """Shape vectors (dynamic sizes are None) through the few operators that build a
+    Reshape's target: indexing, (un)squeezing, concatenation, slicing, casts, arithmetic."""
+    op = node.op_type
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    arrays = [x.dims if isinstance(x, ShapeVector) else (
+        np.asarray(x).astype(object) if x is not None else None) for x in inputs]
+    x = arrays[0]
+    if op in ("Cast", "Identity"):
+        out = x
+    elif op == "Gather":
+        if attrs.get("axis", 0) != 0 or not isinstance(inputs[1], np.ndarray):
+            raise Unsupported("Gather of a shape along an axis other than 0")
+        out = x[inputs[1].astype(np.int64)]
+    elif op == "Unsqueeze":
+        out = x.reshape(-1) if x.ndim == 0 else x.reshape(1, -1)
+    elif op == "Squeeze":
+        out = x.reshape(())
+    elif op == "Concat":
+        out = np.concatenate([a.reshape(-1) for a in arrays if a is not None])
+    elif op == "Slice":
+        starts, ends = (int(np.asarray(inputs[i]).reshape(-1)[0]) for i in (1, 2))
+        out = x[starts:ends]
+    else:
+        a, b = np.broadcast_arrays(arrays[0], arrays[1])
+        fn = {"Add": lambda p, q: p + q, "Sub": lambda p, q: p - q,
+              "Mul": lambda p, q: p * q, "Div": lambda p, q: p // q}[op]
+        out = np.array([None if p is None or q is None else fn(p, q)
+                        for p, q in zip(a.reshape(-1), b.reshape(-1), strict=True)],
+                       dtype=object).reshape(a.shape)
+    out = np.asarray(out, dtype=object)
+    if all(v is not None for v in out.reshape(-1)):
+        return out.astype(np.int64)
+    return ShapeVector(out)
+
+
+def load(model: str | Path | onnx.ModelProto, *, freeze: bool = False,
+         name: str | None = None) -> ir.Module:
+    """A DLVM module from an ONNX file or `ModelProto` (see the module docstring)."""
+    source = "<model>"
+    if not isinstance(model, onnx.ModelProto):
+        source = str(model)
+        try:
+            model = onnx.load(str(model))
+        except FileNotFoundError:
+            raise ir.DlvmError(f"cannot read '{source}': no such file") from None
+        except Exception as e:
+            raise ir.DlvmError(f"{source}: error: not an ONNX model ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else 'unreadable'})"
+                               ) from None
+        name = name or Path(source).stem
+    return Importer(model, freeze=freeze, name=name, source=source).run()

@@ -1,0 +1,626 @@
+"""ONNX operators as DLVM instructions: one converter per op type, each with the math it
+computes. Broadcasting is numpy's: the operand of lower rank gets leading 1-dimensions
+(`padShape`), then DLVM broadcasts size-1 dimensions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from dlvm.ir import Value, constant
+from dlvm.ir.types import BOOL, TensorType, scalar
+
+from .context import DTYPES, NodeContext, Unsupported
+
+Converter = Callable[[NodeContext], list[Value]]
+CONVERTERS: dict[str, Converter] = {}
+
+
+def converts(*op_types: str) -> Callable[[Converter], Converter]:
+    def register(fn: Converter) -> Converter:
+        for t in op_types:
+            CONVERTERS[t] = fn
+        return fn
+    return register
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def broadcast(c: NodeContext, x: Value, y: Value) -> tuple[Value, Value]:
+    rx, ry = c.rank(x), c.rank(y)
+    while 0 < rx < ry:
+        x, rx = c.b.padShape(x, 0), rx + 1
+    while 0 < ry < rx:
+        y, ry = c.b.padShape(y, 0), ry + 1
+    return x, y
+
+
+def binary(c: NodeContext, opcode: str, x: Value, y: Value) -> Value:
+    x, y = broadcast(c, x, y)
+    return c.b.create(opcode, x, y)
+
+
+def move_to_front(c: NodeContext, x: Value, axis: int) -> Value:
+    rank = c.rank(x)
+    if axis == 0:
+        return x
+    order = [axis, *[k for k in range(rank) if k != axis]]
+    return c.b.transpose(x, order)
+
+
+def move_back(c: NodeContext, x: Value, axis: int) -> Value:
+    rank = c.rank(x)
+    if axis == 0:
+        return x
+    order = [*range(1, axis + 1), 0, *range(axis + 1, rank)]
+    return c.b.transpose(x, order)
+
+
+def keep_axes(c: NodeContext, x: Value, axes: list[int]) -> Value:
+    for a in sorted(axes):
+        x = c.b.padShape(x, a)
+    return x
+
+
+def count(c: NodeContext, x: Value, axes: list[int]) -> Value:
+    """The number of elements along `axes`, in x's data type (known at run time)."""
+    t = c.type_of(x)
+    sizes = [t.shape[a] for a in axes]
+    if all(s is not None for s in sizes):
+        return c.number(math.prod(sizes), x)  # type: ignore[arg-type]
+    shape = c.b.shape(x)
+    n: Value = constant(1, scalar(DTYPES[7]))
+    for a in axes:
+        n = c.b.multiply(n, c.b.extract(shape, [a]))
+    return c.b.dataTypeCast(n, t.dtype)
+
+
+def reduce_to(c: NodeContext, x: Value, combinator: str, init: float, axes: list[int],
+              keepdims: bool) -> Value:
+    rank = c.rank(x)
+    out = c.b.reduce(x, combinator, c.number(init, x), sorted(axes)) if axes else x
+    if keepdims and axes:
+        out = keep_axes(c, out, axes)
+    del rank
+    return out
+
+
+def reduce_axes(c: NodeContext, x: Value, from_input: bool) -> list[int]:
+    rank = c.rank(x)
+    axes = (c.ints(1, "axes") if c.has(1) else None) if from_input else c.attr("axes")
+    if not axes:
+        if c.attr("noop_with_empty_axes", 0):
+            return []
+        return list(range(rank))
+    return sorted({c.axis(a, rank) for a in axes})
+
+
+# ------------------------------------------------------------------ element-wise
+
+for _op, _opcode in {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide",
+                     "Pow": "power", "Max": "max", "Min": "min", "Equal": "equal",
+                     "Less": "lessThan", "Greater": "greaterThan",
+                     "LessOrEqual": "lessThanOrEqual", "GreaterOrEqual": "greaterThanOrEqual",
+                     "And": "and", "Or": "or"}.items():
+    def _binary(c: NodeContext, opcode: str = _opcode) -> list[Value]:
+        """x ∘ y with numpy broadcasting"""
+        if c.node.op_type in ("Max", "Min") and len(c.inputs) != 2:
+            raise Unsupported(f"{c.node.op_type} of {len(c.inputs)} inputs")
+        x, y = c.value(0), c.value(1)
+        if c.node.op_type == "Div" and not c.type_of(x).dtype.is_float:
+            return [binary(c, "truncateDivide", x, y)]  # integer division truncates
+        if c.node.op_type == "Pow" and c.type_of(y).dtype != c.type_of(x).dtype:
+            y = c.b.dataTypeCast(y, c.type_of(x).dtype)
+        return [binary(c, opcode, x, y)]
+    converts(_op)(_binary)
+
+for _op, _opcode in {"Neg": "negate", "Sqrt": "sqrt", "Exp": "exp", "Log": "log",
+                     "Erf": "erf", "Tanh": "tanh", "Sin": "sin", "Cos": "cos",
+                     "Floor": "floor", "Ceil": "ceil", "Sign": "sign", "Not": "not"}.items():
+    def _unary(c: NodeContext, opcode: str = _opcode) -> list[Value]:
+        return [c.b.create(opcode, c.value(0))]
+    converts(_op)(_unary)
+
+
+@converts("Abs")
+def _abs(c: NodeContext) -> list[Value]:
+    """|x| = x·sign(x)"""
+    x = c.value(0)
+    return [c.b.multiply(x, c.b.sign(x))]
+
+
+@converts("Reciprocal")
+def _reciprocal(c: NodeContext) -> list[Value]:
+    x = c.value(0)
+    return [c.b.divide(c.number(1, x), x)]
+
+
+@converts("Sigmoid")
+def _sigmoid(c: NodeContext) -> list[Value]:
+    """σ(x) = 1 / (1 + e^−x)"""
+    x = c.value(0)
+    one = c.number(1, x)
+    return [c.b.divide(one, c.b.add(one, c.b.exp(c.b.negate(x))))]
+
+
+@converts("Relu")
+def _relu(c: NodeContext) -> list[Value]:
+    """max(x, 0)"""
+    x = c.value(0)
+    return [c.b.max(x, c.number(0, x))]
+
+
+@converts("LeakyRelu")
+def _leaky_relu(c: NodeContext) -> list[Value]:
+    """x if x ≥ 0 else α·x (α = 0.01)"""
+    x = c.value(0)
+    alpha = c.attr("alpha", 0.01)
+    return [c.b.select(x, c.b.multiply(x, c.number(alpha, x)),
+                       c.b.greaterThanOrEqual(x, c.number(0, x)))]
+
+
+@converts("Gelu")
+def _gelu(c: NodeContext) -> list[Value]:
+    """x·Φ(x) = ½x(1 + erf(x/√2)); approximate="tanh": ½x(1 + tanh(√(2/π)(x + 0.044715x³)))"""
+    x = c.value(0)
+    b = c.b
+    half = b.multiply(x, c.number(0.5, x))
+    if c.attr("approximate", "none") == "tanh":
+        cube = b.multiply(b.multiply(x, x), x)
+        inner = b.multiply(b.add(x, b.multiply(cube, c.number(0.044715, x))),
+                           c.number(math.sqrt(2 / math.pi), x))
+        return [b.multiply(half, b.add(c.number(1, x), b.tanh(inner)))]
+    return [b.multiply(half, b.add(c.number(1, x),
+                                   b.erf(b.multiply(x, c.number(1 / math.sqrt(2), x)))))]
+
+
+@converts("Where")
+def _where(c: NodeContext) -> list[Value]:
+    """x where condition, else y (all three broadcast)"""
+    cond, x, y = c.value(0), c.value(1), c.value(2)
+    rank = max(c.rank(cond), c.rank(x), c.rank(y))
+    vals = []
+    for v in (cond, x, y):
+        r = c.rank(v)
+        while 0 < r < rank:
+            v, r = c.b.padShape(v, 0), r + 1
+        vals.append(v)
+    return [c.b.select(vals[1], vals[2], vals[0])]
+
+
+@converts("Cast")
+def _cast(c: NodeContext) -> list[Value]:
+    to = DTYPES.get(c.attr("to"))
+    if to is None:
+        raise Unsupported(f"Cast to element type {c.attr('to')}")
+    x = c.value(0)
+    return [x if c.type_of(x).dtype == to else c.b.dataTypeCast(x, to)]
+
+
+@converts("Identity", "Dropout")
+def _identity(c: NodeContext) -> list[Value]:
+    """inference: the input unchanged (Dropout's mask output is not supported)"""
+    if c.node.op_type == "Dropout" and len(c.node.output) > 1 and c.node.output[1]:
+        raise Unsupported("Dropout's mask output")
+    return [c.value(0)]
+
+
+# ------------------------------------------------------------------ linear algebra
+
+
+def matmul(c: NodeContext, a: Value, b: Value) -> Value:
+    """numpy.matmul: vectors are promoted and dropped again; stacks broadcast"""
+    ra, rb = c.rank(a), c.rank(b)
+    if ra == 1 and rb == 1:
+        return c.b.dot(a, b)
+    if ra == 1:
+        return c.b.squeezeShape(matmul(c, c.b.padShape(a, 0), b), rb - 2)
+    if rb == 1:
+        return c.b.squeezeShape(matmul(c, a, c.b.padShape(b, 1)), ra - 1)
+    if ra == rb:
+        return c.b.dot(a, b)
+    if rb == 2:  # a stack times a matrix: one product of the rows
+        ta = c.type_of(a)
+        rows = c.b.shapeCast(a, (None, ta.shape[-1]))
+        out = c.b.dot(rows, b)
+        n = c.type_of(b).shape[-1]
+        lead = list(ta.shape[:-1])
+        if sum(d is None for d in lead) > 1:
+            raise Unsupported("MatMul of a stack with several dynamic dimensions")
+        return c.b.shapeCast(out, (*lead, n))
+    raise Unsupported(f"MatMul of ranks {ra} and {rb}")
+
+
+@converts("MatMul")
+def _matmul(c: NodeContext) -> list[Value]:
+    return [matmul(c, c.value(0), c.value(1))]
+
+
+@converts("Gemm")
+def _gemm(c: NodeContext) -> list[Value]:
+    """α·A'·B' + β·C, where X' is X or Xᵀ"""
+    a, b_ = c.value(0), c.value(1)
+    if c.attr("transA", 0):
+        a = c.b.transpose(a)
+    if c.attr("transB", 0):
+        b_ = c.b.transpose(b_)
+    out = c.b.dot(a, b_)
+    alpha, beta = c.attr("alpha", 1.0), c.attr("beta", 1.0)
+    if alpha != 1.0:
+        out = c.b.multiply(out, c.number(alpha, out))
+    if c.has(2):
+        bias = c.value(2)
+        if beta != 1.0:
+            bias = c.b.multiply(bias, c.number(beta, bias))
+        out = binary(c, "add", out, bias)
+    return [out]
+
+
+# ------------------------------------------------------------------ normalization
+
+
+@converts("Softmax", "LogSoftmax")
+def _softmax(c: NodeContext) -> list[Value]:
+    """exp(x − max) / Σ exp(x − max) along `axis` (log: (x − max) − log Σ exp(x − max))"""
+    x = c.value(0)
+    rank = c.rank(x)
+    if c.opset < 13:
+        raise Unsupported(f"{c.node.op_type} before opset 13 (it flattens)")
+    axis = c.axis(c.attr("axis", -1), rank)
+    b = c.b
+    top = b.padShape(b.reduce(x, "max", c.number(-math.inf, x), [axis]), axis)
+    z = b.subtract(x, top)
+    e = b.exp(z)
+    s = b.padShape(b.reduce(e, "add", c.number(0, x), [axis]), axis)
+    if c.node.op_type == "LogSoftmax":
+        return [b.subtract(z, b.log(s))]
+    return [b.divide(e, s)]
+
+
+def channel_vector(c: NodeContext, v: Value, rank: int) -> Value:
+    """A per-channel vector [C] as [1 x C x 1 …] for an NC… tensor"""
+    out = c.b.padShape(v, 0)
+    for _ in range(rank - 2):
+        out = c.b.padShape(out, c.rank(out))
+    return out
+
+
+@converts("BatchNormalization")
+def _batch_norm(c: NodeContext) -> list[Value]:
+    """inference: (x − mean) / √(var + ε) · scale + bias, per channel"""
+    if c.attr("training_mode", 0):
+        raise Unsupported("BatchNormalization in training mode")
+    if len([o for o in c.node.output if o]) > 1:
+        raise Unsupported("BatchNormalization's running-statistics outputs")
+    x = c.value(0)
+    rank = c.rank(x)
+    scale, bias, mean, var = (channel_vector(c, c.value(i), rank) for i in range(1, 5))
+    eps = c.attr("epsilon", 1e-5)
+    b = c.b
+    inv = b.rsqrt(b.add(var, c.number(eps, x)))
+    return [b.add(b.multiply(b.multiply(b.subtract(x, mean), inv), scale), bias)]
+
+
+@converts("LayerNormalization")
+def _layer_norm(c: NodeContext) -> list[Value]:
+    """(x − mean) / √(var + ε) · scale + bias over the dimensions from `axis` on"""
+    if len([o for o in c.node.output if o]) > 1:
+        raise Unsupported("LayerNormalization's mean and inverse-deviation outputs")
+    x = c.value(0)
+    rank = c.rank(x)
+    axis = c.axis(c.attr("axis", -1), rank)
+    axes = list(range(axis, rank))
+    eps = c.attr("epsilon", 1e-5)
+    b = c.b
+    n = count(c, x, axes)
+    mean = keep_axes(c, b.divide(b.reduce(x, "add", c.number(0, x), axes), n), axes)
+    d = b.subtract(x, mean)
+    var = keep_axes(c, b.divide(b.reduce(b.multiply(d, d), "add", c.number(0, x), axes), n), axes)
+    out = b.multiply(d, b.rsqrt(b.add(var, c.number(eps, x))))
+    out = binary(c, "multiply", out, c.value(1))
+    if c.has(2):
+        out = binary(c, "add", out, c.value(2))
+    return [out]
+
+
+# ------------------------------------------------------------------ convolution and pooling
+
+
+def spatial_padding(c: NodeContext, x: Value, kernel: list[int], strides: list[int],
+                    dilations: list[int]) -> list[tuple[int, int]]:
+    """ONNX `pads` [x1_begin, …, x1_end, …] or `auto_pad`, as (low, high) per dimension."""
+    n = len(kernel)
+    auto = c.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", "VALID"):
+        pads = c.attr("pads", [0] * 2 * n) if auto == "NOTSET" else [0] * 2 * n
+        return [(pads[i], pads[i + n]) for i in range(n)]
+    shape = c.type_of(x).shape[2:]
+    out = []
+    for i, s in enumerate(shape):
+        if s is None:
+            raise Unsupported(f"auto_pad={auto} over a dynamic spatial dimension")
+        extent = (kernel[i] - 1) * dilations[i] + 1
+        total = max((math.ceil(s / strides[i]) - 1) * strides[i] + extent - s, 0)
+        low = total // 2 if auto == "SAME_UPPER" else total - total // 2
+        out.append((low, total - low))
+    return out
+
+
+@converts("Conv")
+def _conv(c: NodeContext) -> list[Value]:
+    """cross-correlation of NC… input with an OI… kernel, per group, plus a bias"""
+    x, w = c.value(0), c.value(1)
+    n = c.rank(x) - 2
+    kernel = list(c.attr("kernel_shape", c.type_of(w).shape[2:]))
+    strides = list(c.attr("strides", [1] * n))
+    dilations = list(c.attr("dilations", [1] * n))
+    padding = spatial_padding(c, x, kernel, strides, dilations)
+    out = c.b.convolve(x, w, strides, padding, None, dilations, c.attr("group", 1))
+    if c.has(2):
+        out = c.b.add(out, channel_vector(c, c.value(2), n + 2))
+    return [out]
+
+
+def window_mode(c: NodeContext, x: Value, kernel: list[int], strides: list[int]) -> str:
+    """DLVM's pooling paddings: none, or half (ONNX's SAME_UPPER, and explicit pads equal
+    to it)."""
+    if c.attr("ceil_mode", 0):
+        raise Unsupported("ceil_mode=1")
+    if any(d != 1 for d in c.attr("dilations", [1] * len(kernel))):
+        raise Unsupported("pooling with dilations")
+    pads = spatial_padding(c, x, kernel, strides, [1] * len(kernel))
+    if all(p == (0, 0) for p in pads):
+        return "none"
+    shape = c.type_of(x).shape[2:]
+    half = []
+    for i, s in enumerate(shape):
+        if s is None:
+            raise Unsupported("padded pooling over a dynamic spatial dimension")
+        total = max((math.ceil(s / strides[i]) - 1) * strides[i] + kernel[i] - s, 0)
+        half.append((total // 2, total - total // 2))
+    if pads == half:
+        return "half"
+    raise Unsupported(f"pooling pads {c.attr('pads')} (only none and 'same' paddings)")
+
+
+@converts("MaxPool", "AveragePool")
+def _pool(c: NodeContext) -> list[Value]:
+    """max, or mean over the window (padding cells counted only with count_include_pad)"""
+    if c.node.op_type == "MaxPool" and len([o for o in c.node.output if o]) > 1:
+        raise Unsupported("MaxPool's indices output")
+    if c.attr("storage_order", 0):
+        raise Unsupported("storage_order=1")
+    x = c.value(0)
+    kernel = list(c.attr("kernel_shape"))
+    strides = list(c.attr("strides", [1] * len(kernel)))
+    mode = window_mode(c, x, kernel, strides)
+    dims, steps = [1, 1, *kernel], [1, 1, *strides]
+    b = c.b
+    if c.node.op_type == "MaxPool":
+        return [b.reduceWindow(x, "max", c.number(-math.inf, x), dims, steps, mode)]
+    total = b.reduceWindow(x, "add", c.number(0, x), dims, steps, mode)
+    if mode == "none" or c.attr("count_include_pad", 0):
+        return [b.divide(total, c.number(math.prod(kernel), x))]
+    ones = b.select(c.number(1, x), c.number(1, x), b.equal(x, x))
+    cells = b.reduceWindow(ones, "add", c.number(0, x), dims, steps, mode)
+    return [b.divide(total, cells)]
+
+
+@converts("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(c: NodeContext) -> list[Value]:
+    """the mean (or max) over every spatial position, kept as 1×1…"""
+    x = c.value(0)
+    axes = list(range(2, c.rank(x)))
+    if c.node.op_type == "GlobalMaxPool":
+        return [reduce_to(c, x, "max", -math.inf, axes, True)]
+    total = c.b.reduce(x, "add", c.number(0, x), axes)
+    return [keep_axes(c, c.b.divide(total, count(c, x, axes)), axes)]
+
+
+# ------------------------------------------------------------------ reductions
+
+
+@converts("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
+def _reduce(c: NodeContext) -> list[Value]:
+    x = c.value(0)
+    op = c.node.op_type
+    from_input = (op == "ReduceSum" and c.opset >= 13) or c.opset >= 18
+    axes = reduce_axes(c, x, from_input)
+    keep = bool(c.attr("keepdims", 1))
+    if op == "ReduceMean":
+        total = reduce_to(c, x, "add", 0, axes, False)
+        out = c.b.divide(total, count(c, x, axes)) if axes else x
+        return [keep_axes(c, out, axes) if keep and axes else out]
+    combinator, init = {"ReduceSum": ("add", 0), "ReduceMax": ("max", -math.inf),
+                        "ReduceMin": ("min", math.inf), "ReduceProd": ("multiply", 1)}[op]
+    if not c.type_of(x).dtype.is_float and op in ("ReduceMax", "ReduceMin"):
+        info = np.iinfo(np.dtype(f"int{c.type_of(x).dtype.bits}"))
+        init = info.min if op == "ReduceMax" else info.max
+    return [reduce_to(c, x, combinator, init, axes, keep)]
+
+
+# ------------------------------------------------------------------ shapes and layout
+
+
+def reshape_target(c: NodeContext, x: Value, target: list[int | None], allow_zero: bool
+                   ) -> tuple[int | None, ...]:
+    """ONNX Reshape's target: 0 copies the input's dimension, −1 is inferred; dynamic
+    sizes (from a shape vector) become `_`."""
+    shape = c.type_of(x).shape
+    out: list[int | None] = []
+    for i, d in enumerate(target):
+        if d == 0 and not allow_zero:
+            out.append(shape[i] if i < len(shape) else 0)
+        else:
+            out.append(d)
+    if -1 in out:
+        known = [d for d in out if d not in (-1, None)]
+        total = [d for d in shape]
+        dynamic_in = [d for d in total if d is None]
+        dynamic_out = [d for d in out if d is None]
+        if len(dynamic_in) == len(dynamic_out) and all(d is not None for d in total if d):
+            size = math.prod(d for d in total if d is not None)
+            rest = size // max(math.prod(known), 1)
+            out[out.index(-1)] = rest
+        else:
+            out[out.index(-1)] = None
+    if sum(d is None for d in out) > 1:
+        raise Unsupported(f"Reshape to {target} with several unknown sizes")
+    return tuple(out)
+
+
+@converts("Reshape")
+def _reshape(c: NodeContext) -> list[Value]:
+    x = c.value(0)
+    shape_in = c.inputs[1]
+    from .context import ShapeVector
+
+    if isinstance(shape_in, ShapeVector):
+        target = list(shape_in.dims)
+    else:
+        target = [int(v) for v in c.ints(1, "the shape")]
+    return [c.b.shapeCast(x, reshape_target(c, x, target, bool(c.attr("allowzero", 0))))]
+
+
+@converts("Flatten")
+def _flatten(c: NodeContext) -> list[Value]:
+    """[d0 … d(a−1)] × [da …]: two dimensions"""
+    x = c.value(0)
+    t = c.type_of(x)
+    axis = c.axis(c.attr("axis", 1), t.rank + 1) if t.rank else 0
+    lead, rest = t.shape[:axis], t.shape[axis:]
+    dims = [math.prod(lead) if None not in lead else None,  # type: ignore[arg-type]
+            math.prod(rest) if None not in rest else None]  # type: ignore[arg-type]
+    if dims.count(None) > 1:
+        raise Unsupported("Flatten with dynamic dimensions on both sides")
+    return [c.b.shapeCast(x, tuple(dims))]
+
+
+@converts("Transpose")
+def _transpose(c: NodeContext) -> list[Value]:
+    x = c.value(0)
+    perm = c.attr("perm")
+    return [c.b.transpose(x, list(perm) if perm is not None else None)]
+
+
+@converts("Concat")
+def _concat(c: NodeContext) -> list[Value]:
+    xs = [c.value(i) for i in range(len(c.inputs)) if c.has(i)]
+    return [c.b.concatenate(xs, c.axis(c.attr("axis"), c.rank(xs[0])))]
+
+
+def slice_axis(c: NodeContext, x: Value, axis: int, start: int, stop: int) -> Value:
+    """x[…, start:stop, …] along `axis` (a static or checked range)"""
+    front = move_to_front(c, x, axis)
+    part = c.b.slice(front, start, stop - 1)
+    return move_back(c, part, axis)
+
+
+@converts("Split")
+def _split(c: NodeContext) -> list[Value]:
+    x = c.value(0)
+    t = c.type_of(x)
+    axis = c.axis(c.attr("axis", 0), t.rank)
+    size = t.shape[axis]
+    if size is None:
+        raise Unsupported("Split along a dynamic dimension")
+    outputs = len(c.node.output)
+    if c.has(1):
+        sizes = c.ints(1, "split")
+    elif c.attr("split") is not None:
+        sizes = list(c.attr("split"))
+    else:
+        k = math.ceil(size / outputs)
+        sizes = [min(k, size - i * k) for i in range(outputs)]
+    out, start = [], 0
+    for s in sizes:
+        out.append(slice_axis(c, x, axis, start, start + s))
+        start += s
+    return out
+
+
+@converts("Slice")
+def _slice(c: NodeContext) -> list[Value]:
+    x = c.value(0)
+    t = c.type_of(x)
+    starts, ends = c.ints(1, "starts"), c.ints(2, "ends")
+    axes = c.ints(3, "axes") if c.has(3) else list(range(len(starts)))
+    steps = c.ints(4, "steps") if c.has(4) else [1] * len(starts)
+    for start, end, a, step in zip(starts, ends, axes, steps, strict=True):
+        axis = c.axis(a, t.rank)
+        size = c.type_of(x).shape[axis]
+        if step != 1:
+            raise Unsupported(f"Slice with step {step}")
+        if size is None:
+            if start < 0 or end < 0 or end < 2**62:
+                raise Unsupported("Slice of a dynamic dimension")
+            continue
+        lo, hi, _ = slice(start, end).indices(size)
+        if hi <= lo:
+            raise Unsupported("an empty Slice")
+        if (lo, hi) != (0, size):
+            x = slice_axis(c, x, axis, lo, hi)
+    return [x]
+
+
+@converts("Squeeze")
+def _squeeze(c: NodeContext) -> list[Value]:
+    x = c.value(0)
+    t = c.type_of(x)
+    axes = c.ints(1, "axes") if c.has(1) else c.attr("axes")
+    if axes is None:
+        axes = [i for i, d in enumerate(t.shape) if d == 1]
+    for a in sorted((c.axis(a, t.rank) for a in axes), reverse=True):
+        x = c.b.squeezeShape(x, a)
+    return [x]
+
+
+@converts("Unsqueeze")
+def _unsqueeze(c: NodeContext) -> list[Value]:
+    x = c.value(0)
+    axes = c.ints(1, "axes") if c.has(1) else list(c.attr("axes"))
+    rank = c.rank(x) + len(axes)
+    for a in sorted(c.axis(a, rank) for a in axes):
+        x = c.b.padShape(x, a)
+    return [x]
+
+
+@converts("Gather")
+def _gather(c: NodeContext) -> list[Value]:
+    """x indexed along `axis` by constant indices"""
+    x = c.value(0)
+    indices = c.const(1)
+    if indices is None:
+        raise Unsupported("Gather with indices computed at run time")
+    t = c.type_of(x)
+    axis = c.axis(c.attr("axis", 0), t.rank)
+    size = t.shape[axis]
+    flat = [int(i) for i in indices.reshape(-1)]
+    if size is None and any(i < 0 for i in flat):
+        raise Unsupported("negative Gather indices into a dynamic dimension")
+    flat = [i % size if size else i for i in flat]
+    front = move_to_front(c, x, axis)  # [d_axis, the others in order]
+    if indices.ndim == 0:
+        return [c.b.extract(front, [flat[0]])]
+    if indices.ndim != 1:
+        raise Unsupported("Gather with indices of rank ≥ 2")
+    rows = [c.b.slice(front, i, i) for i in flat]
+    picked = rows[0] if len(rows) == 1 else c.b.concatenate(rows, 0)
+    return [move_back(c, picked, axis)]
+
+
+@converts("Expand")
+def _expand(c: NodeContext) -> list[Value]:
+    """broadcast x to a shape"""
+    x = c.value(0)
+    shape = c.ints(1, "the shape")
+    t = c.type_of(x)
+    zeros = c.b.literal(0.0 if t.dtype.is_float else 0, TensorType(tuple(shape), t.dtype)) \
+        if t.dtype != BOOL else None
+    if zeros is None:
+        raise Unsupported("Expand of booleans")
+    return [binary(c, "add", x, zeros)]
