@@ -86,12 +86,14 @@ class Importer:
     # ------------------------------------------------------------ the module
 
     def run(self) -> ir.Module:
-        params = [] if self.freeze else self.trainable()
-        inputs = [i for i in self.graph.input if i.name not in self.initializers]
+        inputs = self.inputs()
         in_types = [self.input_type(i) for i in inputs]
         names = UniqueNames()
         arg_names = [names(sanitize(i.name)) for i in inputs]
-        param_names = [names(sanitize(p)) for p in params]
+        named = [] if self.freeze else self.parameters()
+        params = [p for p, _ in named]
+        param_names = [n for _, n in named]
+        names.taken |= set(param_names)
         params_type: Type | None = None
         if params:
             alias = f"{self.name}_params"
@@ -121,6 +123,15 @@ class Importer:
         if params_type is not None:
             self.wrappers(fn, params, param_names, params_type, arg_names)
         return self.module
+
+    def inputs(self) -> list[onnx.ValueInfoProto]:
+        return [i for i in self.graph.input if i.name not in self.initializers]
+
+    def parameters(self) -> list[tuple[str, str]]:
+        """(initializer, value name) of each parameter: the names `@predict`, `@train_step`
+        and `dlvm run`'s checkpoints use, which `dlvm onnx update` maps back."""
+        names = UniqueNames(sanitize(i.name) for i in self.inputs())
+        return [(p, names(sanitize(p))) for p in self.trainable()]
 
     def trainable(self) -> list[str]:
         """Float initializers that nodes read as data (not statistics such as a batch
