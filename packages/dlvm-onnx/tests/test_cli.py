@@ -106,3 +106,18 @@ def test_a_damaged_file_is_a_clean_error(tmp_path: Path, content: bytes) -> None
     result = run_dlvm("verify", str(bad))
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and "bad.onnx" in result.stderr
+
+
+def test_a_loss_of_ones_own_is_linked_into_the_imported_module(tmp_path: Path) -> None:
+    work = tmp_path / "onnx-cnn"
+    shutil.copytree(EXAMPLE, work, ignore=shutil.ignore_patterns("out"))
+    digits = EXAMPLE.parent / "digits-mlp" / "digits.npz"
+    result = run_dlvm("run", str(work / "pipeline-smoothed.toml"), "--set",
+                      f'data.path="{digits}"', "--set", "train.epochs=3")
+    assert result.returncode == 0, result.stderr
+    assert (work / "out" / "smoothed" / "params.npz").exists()
+    result = run_dlvm("run", str(work / "pipeline-smoothed.toml"), "--set",
+                      f'data.path="{digits}"', "--set", 'module.link=["missing.dl"]',
+                      "--dry-run")
+    assert result.returncode == 1
+    assert "module.link[0]: no such file" in result.stderr

@@ -42,6 +42,7 @@ from .core import (
     Value,
 )
 from .diagnostics import Diagnostic, DiagnosticError, DlvmError, Location, Source
+from .link import link
 from .opdef import OPS, OpDef, TypeRuleError, define, ensure_instructions, lookup
 from .parser import parse, parse_file
 from .passes import FunctionPass, Pass, PassContext, PassError, PassManager, PassRecord
@@ -125,6 +126,7 @@ __all__ = [
     "compile",
     "constant",
     "define",
+    "link",
     "parse",
     "parse_file",
     "print_function",

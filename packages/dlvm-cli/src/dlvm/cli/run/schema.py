@@ -39,6 +39,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "path": Key(STR, "the module: a .dl file or any front end's source", required=True,
                     is_path=True, must_exist=True),
         "frontend": Key(STR, "the front end to read it with (default: by the file's suffix)"),
+        "link": Key(ARRAY, "files linked into the module (a loss, a training step…): their "
+                    "functions may call the module's, declared extern", items=STR),
     },
     "passes": {
         "pipeline": Key(STR, "pipeline text, e.g. \"differentiation,O2\""),

@@ -308,6 +308,9 @@ class Loader:
                 from dlvm.cli.inputs import frontend_for
 
                 module = frontend_for(str(path))(str(path))
+            for i, item in enumerate(table.get("link", [])):
+                if not self.link(module, item, ("module", "link", i)):
+                    return None
             ir.verify(module)
         except ir.DiagnosticError:
             raise  # the module's own diagnostics, with their own locations
@@ -315,6 +318,23 @@ class Loader:
             self.problem(("module", "frontend" if frontend else "path"), str(e))
             return None
         return module
+
+    def link(self, module: ir.Module, item: str, where: KeyPath) -> bool:
+        """Link one file into the module (read by its front end, as the module is)."""
+        from dlvm.cli.inputs import frontend_for
+
+        path = self.path(item)
+        if not path.is_file():
+            self.problem(where, f"no such file: {path}")
+            return False
+        try:
+            ir.link(module, frontend_for(str(path))(str(path)), str(path))
+        except ir.DiagnosticError:
+            raise
+        except ir.DlvmError as e:
+            self.problem(where, str(e))
+            return False
+        return True
 
     def pipeline_text(self) -> str:
         table = self.doc.get("passes", {})
