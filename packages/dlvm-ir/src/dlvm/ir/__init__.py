@@ -49,6 +49,7 @@ from .passes import FunctionPass, Pass, PassContext, PassError, PassManager, Pas
 from .pipeline import PipelineError, build_pipeline, parse_pipeline
 from .plugin import (
     PluginWarning,
+    RegisterEngine,
     RegisterFrontend,
     RegisterPass,
     RegisterPipeline,

@@ -63,15 +63,18 @@ KNOWN_PROVIDERS: dict[str, str] = {
     "nvptx": "dlvm-llvm-gpu",
     "nnkit": "dlvm-nnkit",
     "tel": "dlvm-tel",
+    "onnx": "dlvm-onnx",
+    "ray": "dlvm-ray",
 }
 
-KINDS = ("pass", "target", "frontend", "pipeline")
+KINDS = ("pass", "target", "frontend", "pipeline", "engine")
 # The keyword options each kind's `register` callback accepts (see the Register* protocols).
 OPTIONS: dict[str, frozenset[str]] = {
     "pass": frozenset({"aliases"}),
     "target": frozenset({"aliases", "priority"}),
     "frontend": frozenset({"aliases", "suffixes"}),
     "pipeline": frozenset({"aliases"}),
+    "engine": frozenset({"aliases"}),
 }
 # A registered name; ':' is left out because it separates a plugin from a name.
 NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -122,6 +125,15 @@ class RegisterPipeline(Protocol):
                  aliases: Sequence[str] = ()) -> None: ...
 
 
+class RegisterEngine(Protocol):
+    """`register` of `register_engines`: a training engine for `dlvm run` (a class, or
+    `"module:Class"`), chosen by `[train.distributed] engine = NAME`; see `dlvm.cli.run.engines`
+    for what it implements."""
+
+    def __call__(self, name: str, factory: str | Callable[[], Any], summary: str = "", *,
+                 aliases: Sequence[str] = ()) -> None: ...
+
+
 class Hooks:
     """Hook specifications; a plugin implements any subset with `@hookimpl`."""
 
@@ -142,6 +154,11 @@ class Hooks:
     @hookspec
     def register_pipelines(self, register: RegisterPipeline) -> None:
         """Register named pipelines: `register("my-O1", "cse,dce", "summary")`."""
+
+    @hookspec
+    def register_engines(self, register: RegisterEngine) -> None:
+        """Register training engines: `register("ray", "dlvm.ray.engine:RayEngine",
+        "summary")`; `dlvm run` trains through the one a pipeline names."""
 
     @hookspec
     def register_instructions(self) -> None:
@@ -315,6 +332,7 @@ class Registry:
                 caller("register_targets", others)(register=registrar("target"))
                 caller("register_frontends", others)(register=registrar("frontend"))
                 caller("register_pipelines", others)(register=registrar("pipeline"))
+                caller("register_engines", others)(register=registrar("engine"))
         except BaseException as e:  # SystemExit too: one plugin must not end the process
             if self.manager.is_registered(plugin):
                 self.manager.unregister(plugin)

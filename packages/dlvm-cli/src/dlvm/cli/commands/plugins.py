@@ -19,15 +19,16 @@ if TYPE_CHECKING:
 
 # registry kind -> (JSON key, table title)
 SECTIONS = {"pass": ("passes", "Passes"), "target": ("targets", "Targets"),
-            "frontend": ("frontends", "Front ends"), "pipeline": ("pipelines", "Pipelines")}
+            "frontend": ("frontends", "Front ends"), "pipeline": ("pipelines", "Pipelines"),
+            "engine": ("engines", "Training engines")}
 STATUS_STYLES = {"ok": "green", "failed": "bold red", "blocked": "yellow"}
 
 
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
-    """List plugins, and every pass, target, front end, pipeline and instruction with its
-    provider."""
+    """List plugins, and every pass, target, front end, pipeline, training engine and
+    instruction with its provider."""
     if unrelated_dlvm_installed():
         warning("the unrelated PyPI package 'dlvm' is installed and may shadow this one's "
                 "namespace: pip uninstall dlvm")

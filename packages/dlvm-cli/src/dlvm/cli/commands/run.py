@@ -72,14 +72,16 @@ def execute(spec: RunSpec, reporter: Reporter, resume: bool) -> None:
 
 def train(exe: ir.Executable, spec: RunSpec, reporter: Reporter, resume: bool) -> None:
     """Train, unless a resumed checkpoint is already at the last epoch."""
-    from dlvm.cli.run.train import train as run_training
+    from dlvm.cli.run.engines import TrainJob, make_engine
 
     t = spec.train
     assert t is not None
     if resume and t.start_epoch >= t.epochs:
         errors.note(f"nothing to do: checkpoint is at epoch {t.start_epoch} of {t.epochs}")
         return
-    result = run_training(exe, spec.module, t, reporter, resume)
+    engine = make_engine(t.distributed)
+    result = engine.train(TrainJob(exe, spec.module, t, reporter, resume, spec.target,
+                                   dict(spec.target_options)))
     if result.interrupted:
         where = (f"; last checkpoint: {t.checkpoint} (epoch {result.epochs_done})"
                  if t.checkpoint is not None else "")

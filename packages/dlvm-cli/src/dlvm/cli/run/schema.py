@@ -103,6 +103,17 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "allow_nonfinite": Key(BOOL, "go on when the loss becomes NaN or infinite (default: "
                                "stop with an error)"),
         "evaluate": Key(TABLE, "the held-out evaluation"),
+        "distributed": Key(TABLE, "how the steps run: the engine and its workers"),
+    },
+    "train.distributed": {
+        "engine": Key(STR, "the training engine (default local: this process; ray: "
+                      "data-parallel workers, from dlvm-ray)"),
+        "workers": Key(INT, "data-parallel workers, each taking its share of every batch "
+                       "(default 1)", minimum=1),
+        "address": Key(STR, "where the workers run: local (a cluster started for the run), "
+                       "auto (a running one) or ray://host:port (default local)"),
+        "max_failures": Key(INT, "restarts after lost workers before the run stops "
+                            "(default 3)", minimum=0),
     },
     "train.evaluate": {
         "function": Key(STR, "(params…, inputs) -> scores", required=True),

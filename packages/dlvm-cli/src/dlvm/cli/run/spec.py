@@ -91,6 +91,16 @@ def blamed_override(path: KeyPath, overridden: list[KeyPath],
 
 
 @dataclass
+class DistributedSpec:
+    """`[train.distributed]`: the engine that runs the steps, and its workers."""
+
+    engine: str = "local"
+    workers: int = 1
+    address: str = "local"
+    max_failures: int = 3
+
+
+@dataclass
 class TrainSpec:
     step: str
     parameters: list[str]
@@ -109,6 +119,7 @@ class TrainSpec:
     evaluate: str | None
     metric: str
     allow_nonfinite: bool
+    distributed: DistributedSpec = field(default_factory=lambda: DistributedSpec())
     # found by validation, not keys: the data as the step takes it, and where to start
     dataset: Dataset | None = field(default=None, repr=False)
     initial: dict[str, np.ndarray] | None = field(default=None, repr=False)
@@ -216,6 +227,8 @@ class Loader:
                     self.check_table(item, "passes.list", (*path, "list", i))
         if schema == "train" and isinstance(table.get("evaluate"), dict):
             self.check_table(table["evaluate"], "train.evaluate", (*path, "evaluate"))
+        if schema == "train" and isinstance(table.get("distributed"), dict):
+            self.check_table(table["distributed"], "train.distributed", (*path, "distributed"))
 
     def unknown(self, path: KeyPath, name: str, known: list[str]) -> None:
         close = difflib.get_close_matches(name, known, n=1)
@@ -507,7 +520,7 @@ class Loader:
             self.path(t["checkpoint"]) if "checkpoint" in t else None,
             self.path(t["metrics"]) if "metrics" in t else None,
             eval_fn.name if eval_fn is not None else None, evaluate.get("metric", "accuracy"),
-            bool(t.get("allow_nonfinite", False)))
+            bool(t.get("allow_nonfinite", False)), self.distributed_spec(t))
         from .train import check_signatures, prepare
 
         before = len(self.problems)
@@ -524,9 +537,20 @@ class Loader:
             return spec
         try:
             prepare(module, spec, data, resume)
+            from .engines import make_engine
+
+            make_engine(spec.distributed).check(spec)
         except KeyedError as e:
             self.problem(e.path, str(e))
         return spec
+
+    def distributed_spec(self, t: dict[str, Any]) -> DistributedSpec:
+        d = t.get("distributed", {})
+        defaults = DistributedSpec()
+        return DistributedSpec(str(d.get("engine", defaults.engine)),
+                               int(d.get("workers", defaults.workers)),
+                               str(d.get("address", defaults.address)),
+                               int(d.get("max_failures", defaults.max_failures)))
 
     def parameter_list(self, t: dict[str, Any], step: ir.Function, n: int) -> list[str] | None:
         """The parameters' names: strings, unique, one per parameter of the step."""
