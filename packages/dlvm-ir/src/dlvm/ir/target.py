@@ -6,6 +6,7 @@ tuple results are flattened in order (nested tuples depth-first).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -52,7 +53,19 @@ class Executable(ABC):
         return [f.name for f in self.module.functions if f.name and f.blocks]
 
     def function(self, name: str) -> Callable[..., Any]:
-        """A Python callable for function `@name` (see the class docstring)."""
+        """A Python callable for function `@name` (see the class docstring); made once per
+        name, so `exe["f"](x)` in a loop costs no more than a saved `f = exe["f"]`."""
+        cache: dict[str, Callable[..., Any]] | None = getattr(self, "_callables", None)
+        if cache is None:
+            cache = {}
+            with contextlib.suppress(AttributeError):  # with __slots__: made each time
+                self._callables = cache
+        made = cache.get(name)
+        if made is None:
+            made = cache[name] = self._make_function(name)
+        return made
+
+    def _make_function(self, name: str) -> Callable[..., Any]:
         name = name.removeprefix("@")
         fn = self.module.function(name)
         if fn is None or not fn.blocks:
