@@ -35,7 +35,7 @@ from .spec import DataSpec, KeyedError, KeyPath, TrainSpec
 EPOCH_KEY = "epoch"
 
 
-def _tensor(module: ir.Module, t: ir.Type) -> TensorType | None:
+def tensor_type(module: ir.Module, t: ir.Type) -> TensorType | None:
     t = module.resolve(t)
     return t if isinstance(t, TensorType) else None
 
@@ -108,12 +108,12 @@ def check_signatures(module: ir.Module, spec: TrainSpec, data: DataSpec
         out.append((where, f"'@{spec.step}' must return (params…, loss): {n + 1} values, "
                            f"it returns {len(results)}"))
     else:
-        loss = _tensor(module, results[n])
+        loss = tensor_type(module, results[n])
         if loss is None or loss.rank != 0 or not loss.dtype.is_float:
             out.append((where, f"the loss '@{spec.step}' returns must be a float scalar, "
                                f"found '{results[n]}'"))
     for i, name in enumerate(spec.parameters):
-        t = _tensor(module, args[i])
+        t = tensor_type(module, args[i])
         if t is None:
             out.append((where, f"parameter '{name}' of type '{args[i]}' must be a tensor"))
         elif (spec.load is None and spec.init_function is None
@@ -123,7 +123,7 @@ def check_signatures(module: ir.Module, spec: TrainSpec, data: DataSpec
         if t is not None and i < len(results) and module.resolve(results[i]) != t:
             out.append((where, f"'@{spec.step}' returns '{results[i]}' for parameter "
                                f"'{name}' of type '{t}'"))
-    x, y, lr = (_tensor(module, a) for a in args[n:])
+    x, y, lr = (tensor_type(module, a) for a in args[n:])
     inputs, labels = (a.shape for a in data.arrays)
     if x is None or not _fits((1, *inputs[1:]), x):
         out.append((("data", "inputs"), f"examples of shape {inputs[1:]} do not fit the step's "
@@ -161,11 +161,11 @@ def check_evaluation(module: ir.Module, spec: TrainSpec, step_args: list[ir.Type
         if module.resolve(args[i]) != module.resolve(step_args[i]):
             out.append((where, f"'@{spec.evaluate}' takes '{args[i]}' for parameter "
                                f"'{name}', the step '{step_args[i]}'"))
-    x = _tensor(module, args[n])
+    x = tensor_type(module, args[n])
     if x is None or not _fits((1, *inputs[1:]), x):
         out.append((where, f"examples of shape {inputs[1:]} do not fit the inputs "
                            f"'{args[n]}' of '@{spec.evaluate}'"))
-    scores = _tensor(module, fn.type_.result)
+    scores = tensor_type(module, fn.type_.result)
     if scores is None or scores.rank != 2:
         out.append((where, f"'@{spec.evaluate}' must return scores of shape [examples, "
                            f"classes], found '{fn.type_.result}'"))
@@ -201,7 +201,7 @@ def prepare(module: ir.Module, spec: TrainSpec, data: DataSpec, resume: bool) ->
     Raises KeyedError naming the key at fault."""
     step = module.function(spec.step)
     assert step is not None
-    types = [_tensor(module, t) for t in step.type_.arguments]
+    types = [tensor_type(module, t) for t in step.type_.arguments]
     n = len(spec.parameters)
     x_t, y_t, lr_t = types[n:]
     assert x_t is not None and y_t is not None and lr_t is not None
@@ -498,7 +498,7 @@ def train(exe: Any, module: ir.Module, spec: TrainSpec, reporter: Reporter,
     step = module.function(spec.step)
     assert step is not None and spec.dataset is not None
     n = len(spec.parameters)
-    types = [_tensor(module, t) for t in step.type_.arguments]
+    types = [tensor_type(module, t) for t in step.type_.arguments]
     lr_t = types[n + 2]
     assert lr_t is not None
     dataset = spec.dataset

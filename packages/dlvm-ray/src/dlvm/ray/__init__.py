@@ -1,0 +1,17 @@
+"""Data-parallel training on Ray: the `dlvm run` engine `ray`.
+
+    [train.distributed]
+    engine = "ray"
+    workers = 4
+    address = "auto"        # a running cluster (`ray start --head`); "local" starts one
+
+Each worker holds the compiled module and the training data; each step, every worker runs
+the step on its share of the global batch, and the results are averaged, weighted by the
+shares' sizes: the parameters equal the one-process run's.
+"""
+
+from __future__ import annotations
+
+from .engine import RayEngine
+
+__all__ = ["RayEngine"]

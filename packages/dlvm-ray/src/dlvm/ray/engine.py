@@ -1,0 +1,246 @@
+"""The engine `ray`: synchronous data-parallel SGD on Ray actors.
+
+Every step, the driver splits the global batch (the one-process run's, from the same seed)
+into one contiguous share per worker; each worker runs the pipeline's step on its share with
+the same parameters; the driver averages the results weighted by the shares' sizes — for a
+step p − lr·∇ℓ of a mean loss ℓ this is the step of the whole batch, so the parameters equal
+the one-process run's up to rounding. The average is a reduction through Ray's object store
+(the parameters go out once per step as one shared object). Checkpoints and metrics are
+written by the driver with the local engine's helpers; a lost worker is replaced and its
+epoch run again from the parameters the epoch began with (what the checkpoint holds).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+import dlvm.ir as ir
+from dlvm.cli import errors
+from dlvm.cli.run.engines import Engine, TrainJob
+from dlvm.cli.run.spec import DistributedSpec, KeyedError, TrainSpec
+from dlvm.cli.run.train import (
+    Interrupt,
+    TrainResult,
+    accuracy,
+    append_metrics,
+    batches,
+    initial_parameters,
+    nonfinite,
+    reconcile_metrics,
+    save_checkpoint,
+    start_fresh,
+    tensor_type,
+)
+from dlvm.ir.runtime import convert_argument
+
+from .worker import FAULT_VARIABLES, Worker
+
+WORKERS = ("train", "distributed", "workers")
+ADDRESS = ("train", "distributed", "address")
+
+
+class RayEngine(Engine):
+    name = "ray"
+
+    def check(self, spec: TrainSpec) -> None:
+        d = spec.distributed
+        if spec.batch_size % d.workers:
+            raise KeyedError(WORKERS, f"train.batch_size {spec.batch_size} is not divisible by "
+                             f"{d.workers} workers (each takes an equal share of a batch)")
+        if d.address not in ("local", "auto") and not d.address.startswith("ray://"):
+            raise KeyedError(ADDRESS, f"'{d.address}' is not local, auto or ray://host:port")
+        import ray
+
+        cpus = os.cpu_count() or 1
+        if d.address == "local" and not ray.is_initialized() and d.workers > cpus:
+            raise KeyedError(WORKERS, f"{d.workers} workers, but this machine has {cpus} CPUs "
+                             "(address = \"local\" runs them all here)")
+
+    def train(self, job: TrainJob) -> TrainResult:
+        with connected(job.spec.distributed):
+            return DataParallel(job).run()
+
+
+@contextmanager
+def connected(d: DistributedSpec) -> Iterator[None]:
+    """Ray, as the address says: a local instance for the run (stopped after it), a running
+    cluster, or the instance this process already started (kept)."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                               "logging_level": logging.ERROR}
+    try:
+        if d.address == "local":
+            ray.init(num_cpus=max(d.workers, os.cpu_count() or 1), **options)
+        else:
+            ray.init(address=d.address, **options)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ir.DlvmError(f"train.distributed.address: cannot reach Ray at '{d.address}': "
+                           f"{first}") from None
+    try:
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if cpus < d.workers:
+            raise ir.DlvmError(f"train.distributed.workers: the Ray cluster at '{d.address}' "
+                               f"has {cpus:g} CPUs for {d.workers} workers")
+        yield
+    finally:
+        ray.shutdown()
+
+
+class DataParallel:
+    """One run: the driver's side of the workers."""
+
+    def __init__(self, job: TrainJob) -> None:
+        self.job = job
+        self.spec = job.spec
+        self.module = job.module
+        step = self.module.function(self.spec.step)
+        assert step is not None and self.spec.dataset is not None
+        self.n = len(self.spec.parameters)
+        self.types = [tensor_type(self.module, t) for t in step.type_.arguments]
+        self.text = ir.print_module(self.module)
+        self.workers: list[Any] = []
+        self.failures = 0
+
+    def start_workers(self, data: Any) -> None:
+        import ray
+
+        env = {k: v for k, v in os.environ.items() if k in FAULT_VARIABLES}
+        actor = ray.remote(num_cpus=1, max_restarts=0)(Worker)
+        if env:
+            actor = actor.options(runtime_env={"env_vars": env})
+        self.workers = [actor.remote(i, self.text, self.job.target, self.job.target_options,
+                                     self.spec.step, data)
+                        for i in range(self.spec.distributed.workers)]
+        ray.get([w.ready.remote() for w in self.workers])  # compiled, or the error now
+
+    def stop_workers(self) -> None:
+        import ray
+
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []
+
+    def run(self) -> TrainResult:
+        import ray
+
+        spec, job = self.spec, self.job
+        dataset = spec.dataset
+        assert dataset is not None
+        start = spec.start_epoch if job.resume else 0
+        if job.resume:
+            job.reporter.log(f"resuming from '{spec.checkpoint}' after epoch {start}")
+            if spec.metrics is not None:
+                reconcile_metrics(spec.metrics, start)
+        params = initial_parameters(self.module, spec, self.types[:self.n])  # type: ignore[arg-type]
+        if not job.resume:
+            start_fresh(spec)
+        data = ray.put((dataset.x_train, dataset.y_train))
+        self.start_workers(data)
+        interrupt = Interrupt()
+        result = TrainResult(start, None, None, False)
+        size = len(dataset.x_train)
+        steps = -(-size // spec.batch_size)
+        epoch = start
+        try:
+            with interrupt.installed(), job.reporter.training(spec.epochs, start, steps) as bar:
+                while epoch < spec.epochs:
+                    try:
+                        params = self.epoch(epoch, params, result, bar, interrupt)
+                    except ray.exceptions.RayActorError as e:
+                        self.restart(epoch, e, data)
+                        continue  # the same epoch again, from the parameters it began with
+                    if result.interrupted:
+                        break
+                    epoch += 1
+        finally:
+            self.stop_workers()
+        return result
+
+    def restart(self, epoch: int, error: Exception, data: Any) -> None:
+        self.failures += 1
+        limit = self.spec.distributed.max_failures
+        if self.failures > limit:
+            raise ir.DlvmError(f"training stopped: a worker was lost {self.failures} times "
+                               f"(train.distributed.max_failures = {limit}); the checkpoint "
+                               f"keeps the parameters after epoch {epoch}")
+        errors.note(f"a worker was lost in epoch {epoch + 1} ({type(error).__name__}); "
+                    f"restarting the workers and the epoch ({self.failures} of {limit})")
+        self.stop_workers()
+        self.start_workers(data)
+
+    def epoch(self, epoch: int, params: dict[str, np.ndarray], result: TrainResult, bar: Any,
+              interrupt: Interrupt) -> dict[str, np.ndarray]:
+        import ray
+
+        spec = self.spec
+        dataset = spec.dataset
+        assert dataset is not None
+        size = len(dataset.x_train)
+        rate = spec.learning_rate / (1.0 + spec.decay * epoch)
+        lr_t = self.types[self.n + 2]
+        assert lr_t is not None
+        lr = convert_argument(np.float64(rate), lr_t, "the learning rate")
+        began, losses = time.perf_counter(), []
+        compute = np.zeros(len(self.workers))
+        reduce_seconds = 0.0
+        count = 0
+        for number, batch in enumerate(batches(size, spec.batch_size, spec.shuffle_seed, epoch),
+                                       start=1):
+            shares = [s for s in np.array_split(batch, len(self.workers))]
+            values = ray.put(tuple(params.values()))
+            tick = time.perf_counter()
+            calls = [(w, s) for w, s in zip(self.workers, shares, strict=True) if len(s)]
+            outs = ray.get([w.step.remote(values, s, lr, epoch + 1, number)
+                            for w, s in calls])
+            wall = time.perf_counter() - tick
+            weights = [len(s) / len(batch) for _, s in calls]
+            merged = [sum(w * o[k] for w, (o, _) in zip(weights, outs, strict=True))
+                      for k in range(self.n + 1)]
+            for i, (_, seconds) in enumerate(outs):
+                compute[i] += seconds
+            reduce_seconds += max(wall - max(sec for _, sec in outs), 0.0)
+            count += 1
+            params = {name: np.asarray(v, dtype=o.dtype) for name, v, o in
+                      zip(spec.parameters, merged[:self.n], outs[0][0][:self.n], strict=True)}
+            loss = float(merged[self.n])
+            if not (np.isfinite(loss) or spec.allow_nonfinite):
+                raise nonfinite(spec, loss, epoch + 1, number, result.epochs_done)
+            losses.append(loss * len(batch))
+            bar.step(loss)
+            if interrupt.requested:
+                result.interrupted = True
+                return params
+        seconds = time.perf_counter() - began
+        result.loss = sum(losses) / size
+        if spec.evaluate is not None:
+            scores = self.job.exe.call(spec.evaluate, *params.values(), dataset.x_test)[0]
+            result.accuracy = accuracy(scores, dataset.labels_test)
+        record: dict[str, Any] = {
+            "epoch": epoch + 1, "loss": result.loss, "learning_rate": rate, "seconds": seconds,
+            "examples_per_second": size / seconds if seconds else None,
+            "workers": len(self.workers),
+            "worker_step_seconds": [float(c / count) for c in compute],
+            "allreduce_seconds": reduce_seconds / count if count else None}
+        if self.failures:
+            record["worker_restarts"] = self.failures
+        if result.accuracy is not None:
+            record[spec.metric] = result.accuracy
+        if spec.metrics is not None:
+            append_metrics(spec.metrics, record)
+        if spec.checkpoint is not None:
+            save_checkpoint(spec.checkpoint, params, epoch + 1)
+        result.epochs_done = epoch + 1
+        bar.epoch(record)
+        return params

@@ -1,0 +1,177 @@
+"""The engine `ray`: the parameters after each epoch equal the one-process run's for any
+number of workers, a lost worker is replaced without losing an epoch, `--resume` continues
+the run, and bad configurations are refused during validation."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlvm.cli.main import main
+
+DIGITS = Path(__file__).resolve().parents[3] / "examples" / "digits-mlp" / "digits.npz"
+
+MODEL = """module digits
+type float64
+x: in[_ x 64]
+target: in[_ x 10]
+w1: param[64 x 16] = glorot
+b1: param[16] = 0.0
+w2: param[16 x 10] = glorot
+b2: param[10] = 0.0
+h: hidden[_ x 16] = tanh(x . w1 + b1)
+y: out[_ x 10] = softmax(h . w2 + b2)
+loss xent = cross_entropy(y, target)
+"""
+
+PIPELINE = """[module]
+path = "model.tel"
+[passes]
+pipeline = "differentiation,O2"
+[data]
+path = "{digits}"
+inputs = "images"
+labels = "labels"
+scale = 0.0625
+one_hot = 10
+test_fraction = 0.2
+[train]
+step = "train_step"
+init_function = "init_params"
+batch_size = 30
+epochs = {epochs}
+learning_rate = 0.3
+shuffle_seed = 0
+checkpoint = "out/params.npz"
+metrics = "out/metrics.jsonl"
+[train.evaluate]
+function = "predict"
+[train.distributed]
+engine = "{engine}"
+workers = {workers}
+"""
+
+
+def project(tmp_path: Path, name: str, engine: str = "ray", workers: int = 2,
+            epochs: int = 2) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "model.tel").write_text(MODEL)
+    pipeline = folder / "pipeline.toml"
+    pipeline.write_text(PIPELINE.format(digits=DIGITS, engine=engine, workers=workers,
+                                        epochs=epochs))
+    return pipeline
+
+
+def dlvm(*args: str) -> int:
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    return int(e.value.code or 0)
+
+
+def params(pipeline: Path) -> dict[str, np.ndarray]:
+    with np.load(pipeline.parent / "out" / "params.npz") as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def metrics(pipeline: Path) -> list[dict[str, object]]:
+    text = (pipeline.parent / "out" / "metrics.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]:
+    pipeline = project(tmp_path_factory.mktemp("local"), "local", "local", 1, epochs=3)
+    assert dlvm("run", str(pipeline), "--quiet") == 0
+    return params(pipeline)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_any_number_of_workers_gives_the_one_process_parameters(
+        ray_instance: None, one_process: dict[str, np.ndarray], tmp_path: Path,
+        workers: int) -> None:
+    pipeline = project(tmp_path, "ray", "ray", workers, epochs=3)
+    assert dlvm("run", str(pipeline), "--quiet") == 0
+    got = params(pipeline)
+    assert got["epoch"] == 3
+    for name, value in one_process.items():
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-12, err_msg=name)
+    records = metrics(pipeline)
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+    assert all(r["workers"] == workers and len(r["worker_step_seconds"]) == workers  # type: ignore[arg-type]
+               for r in records)
+
+
+def test_a_lost_worker_is_replaced_and_its_epoch_run_again(
+        ray_instance: None, one_process: dict[str, np.ndarray], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline = project(tmp_path, "ray", "ray", 2, epochs=3)
+    monkeypatch.setenv("DLVM_RAY_FAIL_AT", "2:7:1")  # worker 1 exits at epoch 2, step 7
+    monkeypatch.setenv("DLVM_RAY_FAIL_MARKER", str(tmp_path / "failed-once"))
+    assert dlvm("run", str(pipeline), "--quiet") == 0
+    assert (tmp_path / "failed-once").exists()
+    assert "a worker was lost in epoch 2" in capsys.readouterr().err
+    got = params(pipeline)
+    for name, value in one_process.items():
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-12, err_msg=name)
+    records = metrics(pipeline)
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+    assert records[1]["worker_restarts"] == 1
+
+
+def test_past_max_failures_the_run_stops_with_a_clear_error(
+        ray_instance: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline = project(tmp_path, "ray", "ray", 2, epochs=2)
+    monkeypatch.setenv("DLVM_RAY_FAIL_AT", "2:3:0")
+    monkeypatch.setenv("DLVM_RAY_FAIL_MARKER", str(tmp_path / "failed-once"))
+    code = dlvm("run", str(pipeline), "--quiet", "--set", "train.distributed.max_failures=0")
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "training stopped: a worker was lost 1 times (train.distributed.max_failures = 0)" \
+        in err and "Traceback" not in err
+    assert params(pipeline)["epoch"] == 1  # the checkpoint of the last whole epoch
+
+
+def test_resume_continues_to_the_one_process_result(
+        ray_instance: None, one_process: dict[str, np.ndarray], tmp_path: Path) -> None:
+    pipeline = project(tmp_path, "ray", "ray", 2, epochs=1)
+    assert dlvm("run", str(pipeline), "--quiet") == 0  # a run stopped after epoch 1
+    with open(pipeline.parent / "out" / "metrics.jsonl", "a") as f:
+        f.write('{"epoch": 2, "lo')  # and killed while writing epoch 2's record
+    assert dlvm("run", str(pipeline), "--quiet", "--resume", "--set", "train.epochs=3") == 0
+    got = params(pipeline)
+    for name, value in one_process.items():
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-12, err_msg=name)
+    assert [r["epoch"] for r in metrics(pipeline)] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("train.distributed.workers=7", "train.batch_size 30 is not divisible by 7 workers"),
+    ('train.distributed.address="tcp://x"', "'tcp://x' is not local, auto or ray://host:port"),
+    ('train.distributed.engine="mpi"', "unknown engine 'mpi'"),
+])
+def test_bad_configuration_is_refused_before_any_work(
+        tmp_path: Path, setting: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline = project(tmp_path, "ray")
+    assert dlvm("run", str(pipeline), "--dry-run", "--set", setting) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_more_local_workers_than_cpus_are_refused(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a Ray instance of this process is used as it is")
+    cpus = os.cpu_count() or 1
+    pipeline = project(tmp_path, "ray", "ray", cpus + 1)
+    text = pipeline.read_text().replace("batch_size = 30", f"batch_size = {30 * (cpus + 1)}")
+    pipeline.write_text(text)
+    assert dlvm("run", str(pipeline), "--dry-run") == 1
+    assert f"{cpus + 1} workers, but this machine has {cpus} CPUs" in capsys.readouterr().err
