@@ -175,3 +175,54 @@ def test_more_local_workers_than_cpus_are_refused(tmp_path: Path,
     pipeline.write_text(text)
     assert dlvm("run", str(pipeline), "--dry-run") == 1
     assert f"{cpus + 1} workers, but this machine has {cpus} CPUs" in capsys.readouterr().err
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples"
+
+
+def test_the_example_trains_to_the_local_examples_accuracy(
+        ray_instance: None, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    outputs = ["--set", f'train.checkpoint="{tmp_path / "p.npz"}"',
+               "--set", f'train.metrics="{tmp_path / "m.jsonl"}"']
+    assert dlvm("run", str(EXAMPLE / "digits-mlp-ray" / "pipeline.toml"), *outputs) == 0
+    ray_line = capsys.readouterr().out.strip().splitlines()[-1]
+    outputs = ["--set", f'train.checkpoint="{tmp_path / "q.npz"}"',
+               "--set", f'train.metrics="{tmp_path / "n.jsonl"}"']
+    assert dlvm("run", str(EXAMPLE / "digits-mlp" / "pipeline.toml"), *outputs) == 0
+    local_line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert ray_line == local_line == "test accuracy: 97.21%"
+
+
+CLUSTER = """
+import os, sys
+from ray.cluster_utils import Cluster
+from dlvm.cli.main import main
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+cluster.add_node(num_cpus=1)  # a second node: one worker on each
+os.environ["RAY_ADDRESS"] = cluster.address
+try:
+    main(sys.argv[1:])
+finally:
+    cluster.shutdown()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("DLVM_SLOW_TESTS"),
+                    reason="starts a simulated two-node Ray cluster (set DLVM_SLOW_TESTS=1)")
+def test_auto_joins_a_running_two_node_cluster(one_process: dict[str, np.ndarray],
+                                               tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    pipeline = project(tmp_path, "cluster", "ray", 2, epochs=3)
+    script = tmp_path / "cluster.py"
+    script.write_text(CLUSTER)
+    done = subprocess.run([sys.executable, str(script), "run", str(pipeline), "--quiet",
+                           "--set", 'train.distributed.address="auto"'],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    got = params(pipeline)
+    for name, value in one_process.items():
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-12, err_msg=name)
