@@ -163,6 +163,24 @@ def test_bad_configuration_is_refused_before_any_work(
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("DLVM_SLOW_TESTS"),
+                    reason="tries to reach a Ray cluster (set DLVM_SLOW_TESTS=1)")
+def test_an_unreachable_cluster_is_refused_during_validation(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a Ray instance of this process is used as it is")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    pipeline = project(tmp_path, "ray")
+    assert dlvm("run", str(pipeline), "--dry-run", "--set",
+                'train.distributed.address="ray://127.0.0.1:1"') == 1
+    err = capsys.readouterr().err
+    assert "cannot reach Ray at 'ray://127.0.0.1:1'" in err and len(err.strip().splitlines()) == 1
+
+
 def test_more_local_workers_than_cpus_are_refused(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     import ray

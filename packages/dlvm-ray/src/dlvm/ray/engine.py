@@ -56,8 +56,17 @@ class RayEngine(Engine):
                              f"{d.workers} workers (each takes an equal share of a batch)")
         if d.address not in ("local", "auto") and not d.address.startswith("ray://"):
             raise KeyedError(ADDRESS, f"'{d.address}' is not local, auto or ray://host:port")
-        import ray
-
+        try:
+            import ray
+        except ImportError:
+            raise KeyedError(("train", "distributed", "engine"), "the engine 'ray' needs the "
+                             "ray package: pip install 'ray>=2.40'") from None
+        if d.address != "local" and not ray.is_initialized():
+            try:  # reachable now, or refused before any work
+                with connected(d):
+                    pass
+            except ir.DlvmError as e:
+                raise KeyedError(ADDRESS, str(e).split(": ", 1)[-1]) from None
         cpus = os.cpu_count() or 1
         if d.address == "local" and not ray.is_initialized() and d.workers > cpus:
             raise KeyedError(WORKERS, f"{d.workers} workers, but this machine has {cpus} CPUs "
