@@ -23,7 +23,8 @@ PACKAGES_DIR = ROOT / "packages"
 FIXTURE_PLUGINS = ["examples/plugin",
                    "integration-tests/fixtures/dlvm-broken-plugin"]
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "lit>=18", "filecheck>=1.0.6", "psutil>=5",
-             "ruff>=0.6", "mypy>=1.10,<2"]  # ruff and mypy check the code TEL generates
+             "ruff>=0.6", "mypy>=1.10,<2",  # ruff and mypy check the code TEL generates
+             "onnxruntime>=1.17,<2"]  # the reference the ONNX importer is tested against
 
 
 def packages() -> list[str]:

@@ -90,12 +90,27 @@ def one_process(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarra
     return params(pipeline)
 
 
+def collective_available() -> bool:
+    try:
+        from ray.util.collective import collective
+
+        return bool(collective.gloo_available())
+    except Exception:
+        return False
+
+
+@pytest.mark.parametrize("allreduce", [
+    "object-store",
+    pytest.param("collective", marks=pytest.mark.skipif(
+        not collective_available(), reason="Ray's collective library has no gloo backend "
+        "here (it comes with torch.distributed)"))])
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_any_number_of_workers_gives_the_one_process_parameters(
         ray_instance: None, one_process: dict[str, np.ndarray], tmp_path: Path,
-        workers: int) -> None:
+        workers: int, allreduce: str) -> None:
     pipeline = project(tmp_path, "ray", "ray", workers, epochs=3)
-    assert dlvm("run", str(pipeline), "--quiet") == 0
+    assert dlvm("run", str(pipeline), "--quiet", "--set",
+                f'train.distributed.allreduce="{allreduce}"') == 0
     got = params(pipeline)
     assert got["epoch"] == 3
     for name, value in one_process.items():

@@ -61,6 +61,8 @@ class Importer:
     def __init__(self, model: onnx.ModelProto, *, freeze: bool = False,
                  name: str | None = None, source: str = "<onnx>") -> None:
         self.source = source
+        with contextlib.suppress(Exception):  # inference helps the check and the shapes
+            model = onnx.shape_inference.infer_shapes(model)
         try:
             onnx.checker.check_model(model)
         except (onnx.checker.ValidationError, Exception) as e:
@@ -72,8 +74,6 @@ class Importer:
             raise ir.DlvmError(f"{source}: error: the model uses opset {self.opset}; DLVM "
                                f"imports opsets {MIN_OPSET} and later (convert it with "
                                "onnx.version_converter)")
-        with contextlib.suppress(Exception):
-            model = onnx.shape_inference.infer_shapes(model)
         self.model = model
         self.graph = model.graph
         self.freeze = freeze
@@ -181,7 +181,7 @@ class Importer:
             if node.domain not in ("", "ai.onnx"):
                 raise Unsupported(f"operators of the domain '{node.domain}'")
             results = self.evaluate(node, inputs, b)
-        except Unsupported as e:
+        except (Unsupported, ir.TypeRuleError) as e:
             known = node.op_type in CONVERTERS or node.op_type in ("Constant", "Shape")
             why = str(e) if known else "no conversion for this operator"
             self.errors.append(Diagnostic(f"{self.source}: {label}: {why}"))
@@ -337,6 +337,9 @@ def constant_value(node: onnx.NodeProto) -> np.ndarray:
     raise Unsupported(f"a Constant given by '{attr.name}'")
 
 
+COMPUTED = "computed"  # a size computed from a dynamic one (2·batch): not a copy of it
+
+
 def shape_arithmetic(node: onnx.NodeProto, inputs: list[Any]) -> Any:
     """Shape vectors (dynamic sizes are None) through the few operators that build a
     Reshape's target: indexing, (un)squeezing, concatenation, slicing, casts, arithmetic."""
@@ -364,11 +367,12 @@ def shape_arithmetic(node: onnx.NodeProto, inputs: list[Any]) -> Any:
         a, b = np.broadcast_arrays(arrays[0], arrays[1])
         fn = {"Add": lambda p, q: p + q, "Sub": lambda p, q: p - q,
               "Mul": lambda p, q: p * q, "Div": lambda p, q: p // q}[op]
-        out = np.array([None if p is None or q is None else fn(p, q)
+        out = np.array([COMPUTED if p is None or q is None or p is COMPUTED or q is COMPUTED
+                        else fn(p, q)
                         for p, q in zip(a.reshape(-1), b.reshape(-1), strict=True)],
                        dtype=object).reshape(a.shape)
     out = np.asarray(out, dtype=object)
-    if all(v is not None for v in out.reshape(-1)):
+    if all(v is not None and v is not COMPUTED for v in out.reshape(-1)):
         return out.astype(np.int64)
     return ShapeVector(out)
 

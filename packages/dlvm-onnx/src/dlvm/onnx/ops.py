@@ -11,9 +11,9 @@ from collections.abc import Callable
 import numpy as np
 
 from dlvm.ir import Value, constant
-from dlvm.ir.types import BOOL, TensorType, scalar
+from dlvm.ir.types import BOOL, I64, TensorType, scalar
 
-from .context import DTYPES, NodeContext, Unsupported
+from .context import DTYPES, NodeContext, ShapeVector, Unsupported
 
 Converter = Callable[[NodeContext], list[Value]]
 CONVERTERS: dict[str, Converter] = {}
@@ -73,7 +73,7 @@ def count(c: NodeContext, x: Value, axes: list[int]) -> Value:
     if all(s is not None for s in sizes):
         return c.number(math.prod(sizes), x)  # type: ignore[arg-type]
     shape = c.b.shape(x)
-    n: Value = constant(1, scalar(DTYPES[7]))
+    n: Value = constant(1, scalar(I64))
     for a in axes:
         n = c.b.multiply(n, c.b.extract(shape, [a]))
     return c.b.dataTypeCast(n, t.dtype)
@@ -81,12 +81,9 @@ def count(c: NodeContext, x: Value, axes: list[int]) -> Value:
 
 def reduce_to(c: NodeContext, x: Value, combinator: str, init: float, axes: list[int],
               keepdims: bool) -> Value:
-    rank = c.rank(x)
+    """x folded along `axes` (none: x itself), which stay as 1-dimensions with `keepdims`"""
     out = c.b.reduce(x, combinator, c.number(init, x), sorted(axes)) if axes else x
-    if keepdims and axes:
-        out = keep_axes(c, out, axes)
-    del rank
-    return out
+    return keep_axes(c, out, axes) if keepdims and axes else out
 
 
 def reduce_axes(c: NodeContext, x: Value, from_input: bool) -> list[int]:
@@ -107,9 +104,12 @@ for _op, _opcode in {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": 
                      "LessOrEqual": "lessThanOrEqual", "GreaterOrEqual": "greaterThanOrEqual",
                      "And": "and", "Or": "or"}.items():
     def _binary(c: NodeContext, opcode: str = _opcode) -> list[Value]:
-        """x ∘ y with numpy broadcasting"""
+        """x ∘ y with numpy broadcasting (Max and Min: of any number of inputs)"""
         if c.node.op_type in ("Max", "Min") and len(c.inputs) != 2:
-            raise Unsupported(f"{c.node.op_type} of {len(c.inputs)} inputs")
+            out = c.value(0)
+            for i in range(1, len(c.inputs)):
+                out = binary(c, opcode, out, c.value(i))
+            return [out]
         x, y = c.value(0), c.value(1)
         if c.node.op_type == "Div" and not c.type_of(x).dtype.is_float:
             return [binary(c, "truncateDivide", x, y)]  # integer division truncates
@@ -206,10 +206,44 @@ def _identity(c: NodeContext) -> list[Value]:
     """inference: the input unchanged (Dropout's mask output is not supported)"""
     if c.node.op_type == "Dropout" and len(c.node.output) > 1 and c.node.output[1]:
         raise Unsupported("Dropout's mask output")
+    training = c.const(2) if c.has(2) else np.array(False)
+    if c.node.op_type == "Dropout" and (training is None or training.any()):
+        raise Unsupported("Dropout in training mode")
     return [c.value(0)]
 
 
 # ------------------------------------------------------------------ linear algebra
+
+
+def swap_last(c: NodeContext, x: Value) -> Value:
+    """x with its last two dimensions swapped (a stack of transposed matrices)"""
+    rank = c.rank(x)
+    return c.b.transpose(x, [*range(rank - 2), rank - 1, rank - 2])
+
+
+def stretch_batch(c: NodeContext, x: Value, like: Value) -> Value:
+    """x with its batch dimensions of size 1 (or dynamic) broadcast to the static ones of
+    `like` (`dot` does not broadcast them): x + 0 of the batch shape"""
+    t = c.type_of(x)
+    dims = [1] * t.rank
+    for i, (p, q) in enumerate(zip(t.shape[:-2], c.type_of(like).shape[:-2], strict=True)):
+        if p == 1 and q is None:
+            raise Unsupported("MatMul broadcasting a batch of 1 against a dynamic batch")
+        if p in (1, None) and q not in (1, None):
+            dims[i] = q
+    if dims == [1] * t.rank:
+        return x
+    return c.b.add(x, c.b.literal(0.0 if t.dtype.is_float else 0, TensorType(tuple(dims),
+                                                                              t.dtype)))
+
+
+def one_matrix(c: NodeContext, x: Value) -> Value | None:
+    """x without its batch dimensions when they are all 1"""
+    if any(d != 1 for d in c.type_of(x).shape[:-2]):
+        return None
+    while c.rank(x) > 2:
+        x = c.b.squeezeShape(x, 0)
+    return x
 
 
 def matmul(c: NodeContext, a: Value, b: Value) -> Value:
@@ -221,18 +255,21 @@ def matmul(c: NodeContext, a: Value, b: Value) -> Value:
         return c.b.squeezeShape(matmul(c, c.b.padShape(a, 0), b), rb - 2)
     if rb == 1:
         return c.b.squeezeShape(matmul(c, a, c.b.padShape(b, 1)), ra - 1)
-    if ra == rb:
-        return c.b.dot(a, b)
-    if rb == 2:  # a stack times a matrix: one product of the rows
+    if ra > 2 and rb == 2:  # a stack times a matrix: one product of the rows
         ta = c.type_of(a)
-        rows = c.b.shapeCast(a, (None, ta.shape[-1]))
-        out = c.b.dot(rows, b)
-        n = c.type_of(b).shape[-1]
-        lead = list(ta.shape[:-1])
-        if sum(d is None for d in lead) > 1:
-            raise Unsupported("MatMul of a stack with several dynamic dimensions")
-        return c.b.shapeCast(out, (*lead, n))
-    raise Unsupported(f"MatMul of ranks {ra} and {rb}")
+        shape = (*ta.shape[:-1], c.type_of(b).shape[-1])
+        if sum(d is None for d in shape) > 1:
+            raise Unsupported("MatMul with several dynamic dimensions in its result")
+        out = c.b.dot(c.b.shapeCast(a, (None, ta.shape[-1])), b)
+        return c.b.shapeCast(out, shape)
+    if ra == 2 and rb > 2:  # a matrix times a stack: a·b = (bᵀ·aᵀ)ᵀ
+        return swap_last(c, matmul(c, swap_last(c, b), c.b.transpose(a)))
+    a, b = broadcast(c, a, b)  # stacks: leading 1-dimensions, then batches of 1 stretched
+    if c.rank(a) > 2 and (m := one_matrix(c, b)) is not None:
+        return matmul(c, a, m)
+    if c.rank(b) > 2 and (m := one_matrix(c, a)) is not None:
+        return matmul(c, m, b)
+    return c.b.dot(stretch_batch(c, a, b), stretch_batch(c, b, a))
 
 
 @converts("MatMul")
@@ -248,7 +285,7 @@ def _gemm(c: NodeContext) -> list[Value]:
         a = c.b.transpose(a)
     if c.attr("transB", 0):
         b_ = c.b.transpose(b_)
-    out = c.b.dot(a, b_)
+    out: Value = c.b.dot(a, b_)
     alpha, beta = c.attr("alpha", 1.0), c.attr("beta", 1.0)
     if alpha != 1.0:
         out = c.b.multiply(out, c.number(alpha, out))
@@ -320,7 +357,7 @@ def _layer_norm(c: NodeContext) -> list[Value]:
     mean = keep_axes(c, b.divide(b.reduce(x, "add", c.number(0, x), axes), n), axes)
     d = b.subtract(x, mean)
     var = keep_axes(c, b.divide(b.reduce(b.multiply(d, d), "add", c.number(0, x), axes), n), axes)
-    out = b.multiply(d, b.rsqrt(b.add(var, c.number(eps, x))))
+    out: Value = b.multiply(d, b.rsqrt(b.add(var, c.number(eps, x))))
     out = binary(c, "multiply", out, c.value(1))
     if c.has(2):
         out = binary(c, "add", out, c.value(2))
@@ -384,7 +421,7 @@ def window_mode(c: NodeContext, x: Value, kernel: list[int], strides: list[int])
         half.append((total // 2, total - total // 2))
     if pads == half:
         return "half"
-    raise Unsupported(f"pooling pads {c.attr('pads')} (only none and 'same' paddings)")
+    raise Unsupported(f"pooling pads (low, high) {pads} (only none, and SAME_UPPER's)")
 
 
 @converts("MaxPool", "AveragePool")
@@ -457,15 +494,16 @@ def reshape_target(c: NodeContext, x: Value, target: list[int | None], allow_zer
             out.append(shape[i] if i < len(shape) else 0)
         else:
             out.append(d)
+    computed = [d for d in out if isinstance(d, str)]  # sizes computed from dynamic ones
+    out = [None if isinstance(d, str) else d for d in out]
+    if -1 in out and computed:
+        raise Unsupported(f"Reshape to {target}: −1 beside a size computed at run time")
     if -1 in out:
-        known = [d for d in out if d not in (-1, None)]
-        total = [d for d in shape]
-        dynamic_in = [d for d in total if d is None]
-        dynamic_out = [d for d in out if d is None]
-        if len(dynamic_in) == len(dynamic_out) and all(d is not None for d in total if d):
-            size = math.prod(d for d in total if d is not None)
-            rest = size // max(math.prod(known), 1)
-            out[out.index(-1)] = rest
+        if sum(d is None for d in shape) == sum(d is None for d in out):
+            # the dynamic sizes are taken to be carried over: −1 is the static rest
+            size = math.prod(d for d in shape if d is not None)
+            known = math.prod(d for d in out if d not in (-1, None))  # type: ignore[misc]
+            out[out.index(-1)] = size // max(known, 1)
         else:
             out[out.index(-1)] = None
     if sum(d is None for d in out) > 1:
@@ -477,8 +515,6 @@ def reshape_target(c: NodeContext, x: Value, target: list[int | None], allow_zer
 def _reshape(c: NodeContext) -> list[Value]:
     x = c.value(0)
     shape_in = c.inputs[1]
-    from .context import ShapeVector
-
     if isinstance(shape_in, ShapeVector):
         target = list(shape_in.dims)
     else:
@@ -491,7 +527,10 @@ def _flatten(c: NodeContext) -> list[Value]:
     """[d0 … d(a−1)] × [da …]: two dimensions"""
     x = c.value(0)
     t = c.type_of(x)
-    axis = c.axis(c.attr("axis", 1), t.rank + 1) if t.rank else 0
+    axis = c.attr("axis", 1)
+    axis += t.rank if axis < 0 else 0  # −1 is the last dimension, rank the end
+    if not 0 <= axis <= t.rank:
+        raise Unsupported(f"Flatten axis {c.attr('axis')} for rank {t.rank}")
     lead, rest = t.shape[:axis], t.shape[axis:]
     dims = [math.prod(lead) if None not in lead else None,  # type: ignore[arg-type]
             math.prod(rest) if None not in rest else None]  # type: ignore[arg-type]
@@ -555,9 +594,12 @@ def _slice(c: NodeContext) -> list[Value]:
         size = c.type_of(x).shape[axis]
         if step != 1:
             raise Unsupported(f"Slice with step {step}")
-        if size is None:
-            if start < 0 or end < 0 or end < 2**62:
-                raise Unsupported("Slice of a dynamic dimension")
+        if size is None:  # all of it, or a range checked at run time
+            if start == 0 and end >= 2**62:
+                continue
+            if not 0 <= start < end < 2**62:
+                raise Unsupported(f"Slice [{start}:{end}] of a dynamic dimension")
+            x = slice_axis(c, x, axis, start, end)
             continue
         lo, hi, _ = slice(start, end).indices(size)
         if hi <= lo:
@@ -572,7 +614,9 @@ def _squeeze(c: NodeContext) -> list[Value]:
     x = c.value(0)
     t = c.type_of(x)
     axes = c.ints(1, "axes") if c.has(1) else c.attr("axes")
-    if axes is None:
+    if axes is None:  # every dimension of size 1
+        if None in t.shape:
+            raise Unsupported("Squeeze without axes of a tensor with dynamic dimensions")
         axes = [i for i, d in enumerate(t.shape) if d == 1]
     for a in sorted((c.axis(a, t.rank) for a in axes), reverse=True):
         x = c.b.squeezeShape(x, a)
@@ -591,7 +635,8 @@ def _unsqueeze(c: NodeContext) -> list[Value]:
 
 @converts("Gather")
 def _gather(c: NodeContext) -> list[Value]:
-    """x indexed along `axis` by constant indices"""
+    """x indexed along `axis` by constant indices
+    (that dimension replaced by the indices' shape: removed by a scalar index)"""
     x = c.value(0)
     indices = c.const(1)
     if indices is None:
@@ -600,17 +645,22 @@ def _gather(c: NodeContext) -> list[Value]:
     axis = c.axis(c.attr("axis", 0), t.rank)
     size = t.shape[axis]
     flat = [int(i) for i in indices.reshape(-1)]
+    if not flat:
+        raise Unsupported("Gather of no indices")
     if size is None and any(i < 0 for i in flat):
         raise Unsupported("negative Gather indices into a dynamic dimension")
     flat = [i % size if size else i for i in flat]
     front = move_to_front(c, x, axis)  # [d_axis, the others in order]
     if indices.ndim == 0:
         return [c.b.extract(front, [flat[0]])]
-    if indices.ndim != 1:
-        raise Unsupported("Gather with indices of rank ≥ 2")
     rows = [c.b.slice(front, i, i) for i in flat]
-    picked = rows[0] if len(rows) == 1 else c.b.concatenate(rows, 0)
-    return [move_back(c, picked, axis)]
+    picked = move_back(c, rows[0] if len(rows) == 1 else c.b.concatenate(rows, 0), axis)
+    if indices.ndim == 1:
+        return [picked]
+    shape = (*t.shape[:axis], *indices.shape, *t.shape[axis + 1:])
+    if sum(d is None for d in shape) > 1:
+        raise Unsupported("Gather with indices of rank ≥ 2 from several dynamic dimensions")
+    return [c.b.shapeCast(picked, shape)]
 
 
 @converts("Expand")

@@ -67,6 +67,12 @@ class RayEngine(Engine):
                     pass
             except ir.DlvmError as e:
                 raise KeyedError(ADDRESS, str(e).split(": ", 1)[-1]) from None
+        if d.allreduce == "collective":
+            try:
+                uses_collective(d)
+            except ir.DlvmError as e:
+                raise KeyedError(("train", "distributed", "allreduce"),
+                                 str(e).split(": ", 1)[-1]) from None
         cpus = os.cpu_count() or 1
         if d.address == "local" and not ray.is_initialized() and d.workers > cpus:
             raise KeyedError(WORKERS, f"{d.workers} workers, but this machine has {cpus} CPUs "
@@ -107,6 +113,23 @@ def connected(d: DistributedSpec) -> Iterator[None]:
         ray.shutdown()
 
 
+def uses_collective(d: DistributedSpec) -> bool:
+    """Whether the workers average among themselves with Ray's collective library (its CPU
+    backend, gloo, comes with torch.distributed) or on the driver via the object store."""
+    if d.allreduce == "object-store":
+        return False
+    try:
+        from ray.util.collective import collective
+
+        available = bool(collective.gloo_available())
+    except Exception:
+        available = False
+    if d.allreduce == "collective" and not available:
+        raise ir.DlvmError("train.distributed.allreduce: Ray's collective library has no "
+                           "usable backend here (gloo needs torch.distributed)")
+    return available
+
+
 class DataParallel:
     """One run: the driver's side of the workers."""
 
@@ -121,6 +144,7 @@ class DataParallel:
         self.text = ir.print_module(self.module)
         self.workers: list[Any] = []
         self.failures = 0
+        self.collective = uses_collective(self.spec.distributed)
 
     def start_workers(self, data: Any) -> None:
         import ray
@@ -133,6 +157,11 @@ class DataParallel:
                                      self.spec.step, data)
                         for i in range(self.spec.distributed.workers)]
         ray.get([w.ready.remote() for w in self.workers])  # compiled, or the error now
+        if self.collective:
+            import uuid
+
+            group = f"dlvm-{uuid.uuid4().hex[:12]}"
+            ray.get([w.join.remote(len(self.workers), group) for w in self.workers])
 
     def stop_workers(self) -> None:
         import ray
@@ -177,6 +206,14 @@ class DataParallel:
             self.stop_workers()
         return result
 
+    def gathered(self, params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The parameters the workers hold (all the same after each all-reduce)."""
+        import ray
+
+        values = ray.get(self.workers[0].parameters.remote())
+        return {name: np.asarray(v, dtype=params[name].dtype)
+                for name, v in zip(params, values, strict=True)}
+
     def restart(self, epoch: int, error: Exception, data: Any) -> None:
         self.failures += 1
         limit = self.spec.distributed.max_failures
@@ -193,6 +230,9 @@ class DataParallel:
               interrupt: Interrupt) -> dict[str, np.ndarray]:
         import ray
 
+        if self.collective:
+            values = ray.put(tuple(params.values()))
+            ray.get([w.set_parameters.remote(values) for w in self.workers])
         spec = self.spec
         dataset = spec.dataset
         assert dataset is not None
@@ -208,6 +248,23 @@ class DataParallel:
         for number, batch in enumerate(batches(size, spec.batch_size, spec.shuffle_seed, epoch),
                                        start=1):
             shares = [s for s in np.array_split(batch, len(self.workers))]
+            if self.collective:
+                outs3 = ray.get([w.step_reduced.remote(s, len(s) / len(batch), lr, epoch + 1,
+                                                       number)
+                                 for w, s in zip(self.workers, shares, strict=True)])
+                for i, (_, seconds, _) in enumerate(outs3):
+                    compute[i] += seconds
+                reduce_seconds += max(r for _, _, r in outs3)
+                count += 1
+                loss = outs3[0][0]
+                if not (np.isfinite(loss) or spec.allow_nonfinite):
+                    raise nonfinite(spec, loss, epoch + 1, number, result.epochs_done)
+                losses.append(loss * len(batch))
+                bar.step(loss)
+                if interrupt.requested:
+                    result.interrupted = True
+                    return self.gathered(params)
+                continue
             values = ray.put(tuple(params.values()))
             tick = time.perf_counter()
             calls = [(w, s) for w, s in zip(self.workers, shares, strict=True) if len(s)]
@@ -232,6 +289,8 @@ class DataParallel:
                 result.interrupted = True
                 return params
         seconds = time.perf_counter() - began
+        if self.collective:
+            params = self.gathered(params)
         result.loss = sum(losses) / size
         if spec.evaluate is not None:
             scores = self.job.exe.call(spec.evaluate, *params.values(), dataset.x_test)[0]
@@ -241,7 +300,8 @@ class DataParallel:
             "examples_per_second": size / seconds if seconds else None,
             "workers": len(self.workers),
             "worker_step_seconds": [float(c / count) for c in compute],
-            "allreduce_seconds": reduce_seconds / count if count else None}
+            "allreduce_seconds": reduce_seconds / count if count else None,
+            "allreduce": "collective" if self.collective else "object-store"}
         if self.failures:
             record["worker_restarts"] = self.failures
         if result.accuracy is not None:

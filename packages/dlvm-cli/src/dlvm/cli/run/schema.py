@@ -114,6 +114,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
                        "auto (a running one) or ray://host:port (default local)"),
         "max_failures": Key(INT, "restarts after lost workers before the run stops "
                             "(default 3)", minimum=0),
+        "allreduce": Key(STR, "how the workers' results are averaged: auto (default), "
+                         "collective or object-store", choices=("auto", "collective",
+                                                                 "object-store")),
     },
     "train.evaluate": {
         "function": Key(STR, "(params…, inputs) -> scores", required=True),

@@ -98,6 +98,7 @@ class DistributedSpec:
     workers: int = 1
     address: str = "local"
     max_failures: int = 3
+    allreduce: str = "auto"
 
 
 @dataclass
@@ -550,7 +551,8 @@ class Loader:
         return DistributedSpec(str(d.get("engine", defaults.engine)),
                                int(d.get("workers", defaults.workers)),
                                str(d.get("address", defaults.address)),
-                               int(d.get("max_failures", defaults.max_failures)))
+                               int(d.get("max_failures", defaults.max_failures)),
+                               str(d.get("allreduce", defaults.allreduce)))
 
     def parameter_list(self, t: dict[str, Any], step: ir.Function, n: int) -> list[str] | None:
         """The parameters' names: strings, unique, one per parameter of the step."""
