@@ -66,9 +66,9 @@ def test_the_plugin_guide_covers_every_hook_and_links_to_existing_files() -> Non
     guide = ROOT / "docs" / "plugins.md"
     text = guide.read_text(encoding="utf-8")
     hooks = [n for cls in (plugin.Hooks, CliHooks) for n in vars(cls) if n.startswith("register_")]
-    assert len(hooks) == 6
+    assert len(hooks) == 7
     for name in [*hooks, "RegisterPass", "RegisterTarget", "RegisterFrontend",
-                 "RegisterPipeline", "dlvm.plugins", "define", "AdjointContext", "Executable"]:
+                 "RegisterPipeline", "RegisterEngine", "dlvm.plugins", "define", "AdjointContext", "Executable"]:
         assert name in text, name
     for link in LINK.findall(text):
         if not link.startswith(("https://", "#")):

@@ -162,8 +162,10 @@ DYNAMIC = 3  # the size a `_` dimension gets in random arguments
 
 
 def corpus(root: Path) -> list[Path]:
-    """The programs of a checkout that verify: the lit suite's and the examples' `.dl`
-    files (the malformed-input files among them are left out)."""
+    """The programs of a checkout that verify and stand alone: the lit suite's and the
+    examples' `.dl` files (malformed-input files, and files made to be linked into another
+    module — they declare functions `extern` —, are left out)."""
+    from .core import DerivativeDecl
     from .parser import parse_file
 
     out = []
@@ -172,8 +174,12 @@ def corpus(root: Path) -> list[Path]:
         if "Output" in path.parts:
             continue
         try:
-            verify(parse_file(str(path)))
+            module = parse_file(str(path))
+            verify(module)
         except DlvmError:
+            continue
+        if any(not f.blocks and not isinstance(f.declaration, DerivativeDecl)
+               for f in module.functions):
             continue
         out.append(path)
     return out
