@@ -28,13 +28,11 @@ from dlvm.cli.run.spec import DistributedSpec, KeyedError, TrainSpec
 from dlvm.cli.run.train import (
     Interrupt,
     TrainResult,
-    accuracy,
-    append_metrics,
     batches,
+    end_epoch,
     initial_parameters,
     nonfinite,
     reconcile_metrics,
-    save_checkpoint,
     start_fresh,
     tensor_type,
 )
@@ -247,69 +245,63 @@ class DataParallel:
         count = 0
         for number, batch in enumerate(batches(size, spec.batch_size, spec.shuffle_seed, epoch),
                                        start=1):
-            shares = [s for s in np.array_split(batch, len(self.workers))]
+            shares = np.array_split(batch, len(self.workers))
             if self.collective:
-                outs3 = ray.get([w.step_reduced.remote(s, len(s) / len(batch), lr, epoch + 1,
-                                                       number)
-                                 for w, s in zip(self.workers, shares, strict=True)])
-                for i, (_, seconds, _) in enumerate(outs3):
-                    compute[i] += seconds
-                reduce_seconds += max(r for _, _, r in outs3)
-                count += 1
-                loss = outs3[0][0]
-                if not (np.isfinite(loss) or spec.allow_nonfinite):
-                    raise nonfinite(spec, loss, epoch + 1, number, result.epochs_done)
-                losses.append(loss * len(batch))
-                bar.step(loss)
-                if interrupt.requested:
-                    result.interrupted = True
-                    return self.gathered(params)
-                continue
-            values = ray.put(tuple(params.values()))
-            tick = time.perf_counter()
-            calls = [(w, s) for w, s in zip(self.workers, shares, strict=True) if len(s)]
-            outs = ray.get([w.step.remote(values, s, lr, epoch + 1, number)
-                            for w, s in calls])
-            wall = time.perf_counter() - tick
-            weights = [len(s) / len(batch) for _, s in calls]
-            merged = [sum(w * o[k] for w, (o, _) in zip(weights, outs, strict=True))
-                      for k in range(self.n + 1)]
-            for i, (_, seconds) in enumerate(outs):
-                compute[i] += seconds
-            reduce_seconds += max(wall - max(sec for _, sec in outs), 0.0)
+                loss, times, reduced = self.reduced_step(shares, len(batch), lr, epoch, number)
+            else:
+                params, loss, times, reduced = self.merged_step(params, shares, len(batch), lr,
+                                                                epoch, number)
+            compute[:len(times)] += times
+            reduce_seconds += reduced
             count += 1
-            params = {name: np.asarray(v, dtype=o.dtype) for name, v, o in
-                      zip(spec.parameters, merged[:self.n], outs[0][0][:self.n], strict=True)}
-            loss = float(merged[self.n])
             if not (np.isfinite(loss) or spec.allow_nonfinite):
                 raise nonfinite(spec, loss, epoch + 1, number, result.epochs_done)
             losses.append(loss * len(batch))
             bar.step(loss)
             if interrupt.requested:
                 result.interrupted = True
-                return params
-        seconds = time.perf_counter() - began
+                return self.gathered(params) if self.collective else params
         if self.collective:
             params = self.gathered(params)
         result.loss = sum(losses) / size
-        if spec.evaluate is not None:
-            scores = self.job.exe.call(spec.evaluate, *params.values(), dataset.x_test)[0]
-            result.accuracy = accuracy(scores, dataset.labels_test)
-        record: dict[str, Any] = {
-            "epoch": epoch + 1, "loss": result.loss, "learning_rate": rate, "seconds": seconds,
-            "examples_per_second": size / seconds if seconds else None,
+        extra: dict[str, Any] = {
             "workers": len(self.workers),
             "worker_step_seconds": [float(c / count) for c in compute],
             "allreduce_seconds": reduce_seconds / count if count else None,
             "allreduce": "collective" if self.collective else "object-store"}
         if self.failures:
-            record["worker_restarts"] = self.failures
-        if result.accuracy is not None:
-            record[spec.metric] = result.accuracy
-        if spec.metrics is not None:
-            append_metrics(spec.metrics, record)
-        if spec.checkpoint is not None:
-            save_checkpoint(spec.checkpoint, params, epoch + 1)
-        result.epochs_done = epoch + 1
-        bar.epoch(record)
+            extra["worker_restarts"] = self.failures
+        end_epoch(self.job.exe, spec, params, result, epoch, rate, time.perf_counter() - began,
+                  bar, extra)
         return params
+
+    def reduced_step(self, shares: list[np.ndarray], total: int, lr: Any, epoch: int,
+                     number: int) -> tuple[float, list[float], float]:
+        """Every worker steps on its share and the group all-reduces the weighted results:
+        the loss, the workers' compute seconds, the slowest all-reduce's seconds."""
+        import ray
+
+        outs = ray.get([w.step_reduced.remote(s, len(s) / total, lr, epoch + 1, number)
+                        for w, s in zip(self.workers, shares, strict=True)])
+        return outs[0][0], [c for _, c, _ in outs], max(r for _, _, r in outs)
+
+    def merged_step(self, params: dict[str, np.ndarray], shares: list[np.ndarray], total: int,
+                    lr: Any, epoch: int, number: int
+                    ) -> tuple[dict[str, np.ndarray], float, list[float], float]:
+        """The parameters out through the object store, every worker's step on its share,
+        and their weighted average here: the new parameters, the loss, the workers' compute
+        seconds, and the step's seconds beyond the slowest worker."""
+        import ray
+
+        values = ray.put(tuple(params.values()))
+        tick = time.perf_counter()
+        calls = [(w, s) for w, s in zip(self.workers, shares, strict=True) if len(s)]
+        outs = ray.get([w.step.remote(values, s, lr, epoch + 1, number) for w, s in calls])
+        wall = time.perf_counter() - tick
+        weights = [len(s) / total for _, s in calls]
+        merged = [sum(w * o[k] for w, (o, _) in zip(weights, outs, strict=True))
+                  for k in range(self.n + 1)]
+        new = {name: np.asarray(v, dtype=o.dtype) for name, v, o in
+               zip(self.spec.parameters, merged[:self.n], outs[0][0][:self.n], strict=True)}
+        times = [sec for _, sec in outs]
+        return new, float(merged[self.n]), times, max(wall - max(times), 0.0)

@@ -534,20 +534,32 @@ def train(exe: Any, module: ir.Module, spec: TrainSpec, reporter: Reporter,
             if interrupt.requested:
                 result.interrupted = True
                 break
-            seconds = time.perf_counter() - began
             result.loss = sum(losses) / size
-            if spec.evaluate is not None:
-                scores = exe.call(spec.evaluate, *params.values(), dataset.x_test)[0]
-                result.accuracy = accuracy(scores, dataset.labels_test)
-            record = {"epoch": epoch + 1, "loss": result.loss, "learning_rate": rate,
-                      "seconds": seconds, "examples_per_second": size / seconds if seconds else
-                      None}
-            if result.accuracy is not None:
-                record[spec.metric] = result.accuracy
-            if spec.metrics is not None:
-                append_metrics(spec.metrics, record)
-            if spec.checkpoint is not None:
-                save_checkpoint(spec.checkpoint, params, epoch + 1)
-            result.epochs_done = epoch + 1
-            bar.epoch(record)
+            end_epoch(exe, spec, params, result, epoch, rate, time.perf_counter() - began, bar)
     return result
+
+
+def end_epoch(exe: Any, spec: TrainSpec, params: dict[str, np.ndarray], result: TrainResult,
+              epoch: int, rate: float, seconds: float, bar: Any,
+              extra: dict[str, Any] | None = None) -> None:
+    """After an epoch's steps (`result.loss` set): evaluate on the held-out split, append the
+    metrics record (with an engine's `extra` entries), write the checkpoint. Every engine ends
+    its epochs here, so their files and `--resume` agree."""
+    dataset = spec.dataset
+    assert dataset is not None
+    size = len(dataset.x_train)
+    if spec.evaluate is not None:
+        scores = exe.call(spec.evaluate, *params.values(), dataset.x_test)[0]
+        result.accuracy = accuracy(scores, dataset.labels_test)
+    record: dict[str, Any] = {"epoch": epoch + 1, "loss": result.loss, "learning_rate": rate,
+                              "seconds": seconds,
+                              "examples_per_second": size / seconds if seconds else None,
+                              **(extra or {})}
+    if result.accuracy is not None:
+        record[spec.metric] = result.accuracy
+    if spec.metrics is not None:
+        append_metrics(spec.metrics, record)
+    if spec.checkpoint is not None:
+        save_checkpoint(spec.checkpoint, params, epoch + 1)
+    result.epochs_done = epoch + 1
+    bar.epoch(record)
