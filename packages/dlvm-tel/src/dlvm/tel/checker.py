@@ -96,6 +96,7 @@ class Checked:
     sequences: list[str] = field(default_factory=list)  # inputs read as `xs[t]`
     carried: list[str] = field(default_factory=list)  # recurrent values that cross steps
     order: list[Declaration] = field(default_factory=list)  # each after what it reads
+    after_block: set[str] = field(default_factory=set)  # values that read final states
 
     @property
     def dtype(self) -> str:
@@ -119,6 +120,7 @@ class Checker:
         self.previous: dict[str, None] = {}  # recurrent values read at t-1
         self.is_float = program.dtype.startswith("float")
         self.time_errors = 0  # time indexes found wrong (a block then reads no sequence)
+        self.late: set[str] = set()  # outside values that read the block's final states
 
     def error(self, message: str, location: Location) -> None:
         self.errors.append(Diagnostic(message, location))
@@ -147,6 +149,7 @@ class Checker:
             if self.decls.get(d.name) is d and d.role == "param" and d.value is not None:
                 self.initializer(d)
         ordered, cycles = dependency_order(p, self.decls)
+        self.late = late_values(self.block, ordered)
         for cycle in cycles:
             d = self.decls[cycle[0]]
             self.done.add(d.name)
@@ -162,9 +165,11 @@ class Checker:
             self.errors.sort(key=lambda e: (e.location.line, e.location.column)
                              if e.location else (0, 0))
             raise DiagnosticError(self.errors)
+        final = self.read_after_block()
         carried = [d.name for d in (self.block.declarations if self.block else [])
-                   if d.name in self.previous or self.used_after_block(d.name)]
-        return Checked(p, self.shapes, self.block, list(self.sequences), carried, ordered)
+                   if d.name in self.previous or d.name in final]
+        return Checked(p, self.shapes, self.block, list(self.sequences), carried, ordered,
+                       self.late)
 
     def declared_form(self, d: Declaration) -> None:
         self.shapes[d.name] = d.shape
@@ -275,7 +280,7 @@ class Checker:
                            init.location)
             seen.add(init.name)
             inside = [x.name for x in walk(init.value) if isinstance(x, Name) and
-                      (x.name in names or x.name in self.after_block())]
+                      (x.name in names or x.name in self.late)]
             if inside:
                 self.error(f"the initial state '{init.name}[0]' cannot depend on the "
                            f"recurrent block's values ('{inside[0]}')", init.location)
@@ -298,7 +303,7 @@ class Checker:
         if not self.sequences and not self.time_errors:
             self.error(f"the recurrent block reads no sequence: index an input by time, as "
                        f"in 'xs[{block.variable}]'", block.location)
-        after = self.after_block()
+        after = self.late
         for d in block.declarations:
             late = [x for x in walk(d.value) if isinstance(x, Name) and x.name in after] \
                 if d.value is not None else []
@@ -314,32 +319,13 @@ class Checker:
                            f"after the batch dimension, found {show(d.shape)} (or give "
                            f"'{d.name}[0] = …')", d.shape_location)
 
-    def after_block(self) -> set[str]:
-        """The declarations outside the block that read its final values."""
-        if self.block is None:
-            return set()
-        late = {d.name for d in self.block.declarations}
-        outside = [d for d in self.program.declarations if not d.recurrent and d.value
-                   is not None and d.role != "param"]
-        changed = True
-        found: set[str] = set()
-        while changed:
-            changed = False
-            for d in outside:
-                if d.name not in found and any(isinstance(x, Name) and x.name in late | found
-                                               for x in walk(d.value)):  # type: ignore[arg-type]
-                    found.add(d.name)
-                    changed = True
-        return found
-
-    def used_after_block(self, name: str) -> bool:
-        """Whether a recurrent value is read outside its block (its final value)."""
-        block_decls = set(id(d) for d in (self.block.declarations if self.block else []))
+    def read_after_block(self) -> set[str]:
+        """The names read without a time index outside the block (of a recurrent value:
+        its final state)."""
         exprs = [d.value for d in self.program.declarations
-                 if id(d) not in block_decls and d.value is not None and d.role != "param"]
+                 if not d.recurrent and d.value is not None and d.role != "param"]
         exprs += [loss.value for loss in self.program.losses]
-        return any(isinstance(e, Name) and e.name == name and e.time is None
-                   for x in exprs for e in walk(x))
+        return {e.name for x in exprs for e in walk(x) if isinstance(e, Name) and e.time is None}
 
     # ------------------------------------------------------------ declarations
 
@@ -551,6 +537,20 @@ def suggest(name: str, candidates: list[str]) -> str | None:
     if scored and scored[0][0] <= max(1, len(name) // 3):
         return scored[0][2]
     return None
+
+
+def late_values(block: Recurrent | None, ordered: list[Declaration]) -> set[str]:
+    """The values outside the block that read its final states, directly or not: one pass
+    over the declarations in dependency order."""
+    if block is None:
+        return set()
+    inside = {d.name for d in block.declarations}
+    late: set[str] = set()
+    for d in ordered:
+        if not d.recurrent and d.value is not None and any(
+                n in inside or n in late for n in reads_now(d.value)):
+            late.add(d.name)
+    return late
 
 
 def walk(e: Expr) -> list[Expr]:

@@ -28,7 +28,7 @@ from dlvm.ir.types import (
     scalar,
 )
 
-from .checker import Checked, children, walk
+from .checker import Checked, children
 from .syntax import (
     Binary,
     Call,
@@ -76,7 +76,7 @@ class FunctionWriter:
         self.b.position_at_end(fn.blocks[0])
         self.fn = fn
         self.scope = Scope()
-        self.fresh = Names([a.name for a in fn.blocks[0].arguments])
+        self.fresh = UniqueNames([a.name for a in fn.blocks[0].arguments])
         self.params = params
         self.entry_end: ir.Instruction | None = None  # the entry's branch into the loop
 
@@ -329,7 +329,6 @@ class FunctionWriter:
 I64_SCALAR = scalar(I64)
 
 
-Names = UniqueNames  # value names not yet taken in one function
 
 
 class Codegen:
@@ -341,7 +340,7 @@ class Codegen:
         self.scalar = scalar(self.dtype)
         self.zero = self.number(0)
         self.params = checked.role("param")
-        self.after_block = self.late_names()
+        self.after_block = checked.after_block
 
     def number(self, value: float) -> Value:
         """A scalar constant of the module's type (`1.0: f32`, not `1: f32`)."""
@@ -349,23 +348,6 @@ class Codegen:
 
     def tensor(self, shape: Shape) -> TensorType:
         return TensorType(tuple(shape), self.dtype)
-
-    def late_names(self) -> set[str]:
-        block = self.checked.recurrent
-        if block is None:
-            return set()
-        late = {d.name for d in block.declarations}
-        found: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for d in self.checked.program.declarations:
-                if d.recurrent or d.value is None or d.role == "param" or d.name in found:
-                    continue
-                if any(isinstance(x, Name) and x.name in late | found for x in walk(d.value)):
-                    found.add(d.name)
-                    changed = True
-        return found
 
     def softmax_of(self, p: Expr) -> Expr | None:
         """z, when `p` is softmax(z) or names a value defined so: cross_entropy(p, t) then
@@ -451,7 +433,7 @@ class Codegen:
         names = [d.name for d in ins]
         if params_type is not None:
             types.append(params_type)
-            names.append(Names(list(names))("params"))
+            names.append(UniqueNames(list(names))("params"))
         results = [self.tensor(self.checked.shapes[r.name]) if isinstance(r, Name) else
                    self.scalar for r in roots]
         result: Type = results[0] if len(results) == 1 else TupleType(tuple(results))
@@ -516,7 +498,7 @@ class Codegen:
         b = Builder(self.module)
         fn = b.function("predict", [*p_types, x_type], inference.type_.result,
                         [*p_names, x_name])
-        fresh = Names([*p_names, x_name])
+        fresh = UniqueNames([*p_names, x_name])
         args = fn.blocks[0].arguments
         packed = b.literal(ir.AggregateLiteral("tuple", tuple(args[:-1])), params_type,
                            name=fresh("params"))
@@ -530,7 +512,7 @@ class Codegen:
         target = next(a for a in loss_args if a.name != x_name)
         grad = self.module.function("loss_grad")
         assert grad is not None
-        fresh = Names([*p_names, x_name, target.name])
+        fresh = UniqueNames([*p_names, x_name, target.name])
         fn = b.function("train_step", [*p_types, x_type, target.type, self.scalar],
                         TupleType((*p_types, self.scalar)),
                         [*p_names, x_name, target.name, fresh("lr")])
