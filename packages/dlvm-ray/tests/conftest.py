@@ -10,8 +10,9 @@ import pytest
 
 @pytest.fixture(scope="session")
 def ray_instance() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
     import logging
+
+    import ray
 
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
              logging_level=logging.ERROR)

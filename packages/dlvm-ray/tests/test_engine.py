@@ -178,36 +178,34 @@ def test_bad_configuration_is_refused_before_any_work(
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("DLVM_SLOW_TESTS"),
-                    reason="tries to reach a Ray cluster (set DLVM_SLOW_TESTS=1)")
-def test_an_unreachable_cluster_is_refused_during_validation(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import ray
+def fresh_process(*args: str) -> tuple[int, str]:
+    """`dlvm` in a process of its own, where no Ray instance is running yet (this one's
+    tests share one, which the engine would use as it is)."""
+    import subprocess
+    import sys
 
-    if ray.is_initialized():
-        pytest.skip("a Ray instance of this process is used as it is")
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-m", "dlvm.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+    return done.returncode, done.stderr
+
+
+def test_an_unreachable_cluster_is_refused_during_validation(tmp_path: Path) -> None:
     pipeline = project(tmp_path, "ray")
-    assert dlvm("run", str(pipeline), "--dry-run", "--set",
-                'train.distributed.address="ray://127.0.0.1:1"') == 1
-    err = capsys.readouterr().err
+    code, err = fresh_process("run", str(pipeline), "--dry-run", "--set",
+                              'train.distributed.address="ray://127.0.0.1:1"')
+    assert code == 1
     assert "cannot reach Ray at 'ray://127.0.0.1:1'" in err and len(err.strip().splitlines()) == 1
 
 
-def test_more_local_workers_than_cpus_are_refused(tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    import ray
-
-    if ray.is_initialized():
-        pytest.skip("a Ray instance of this process is used as it is")
+def test_more_local_workers_than_cpus_are_refused(tmp_path: Path) -> None:
     cpus = os.cpu_count() or 1
     pipeline = project(tmp_path, "ray", "ray", cpus + 1)
     text = pipeline.read_text().replace("batch_size = 30", f"batch_size = {30 * (cpus + 1)}")
     pipeline.write_text(text)
-    assert dlvm("run", str(pipeline), "--dry-run") == 1
-    assert f"{cpus + 1} workers, but this machine has {cpus} CPUs" in capsys.readouterr().err
+    code, err = fresh_process("run", str(pipeline), "--dry-run")
+    assert code == 1
+    assert f"{cpus + 1} workers, but this machine has {cpus} CPUs" in err
 
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples"

@@ -10,6 +10,7 @@ of `dlvm.cli.run.train` so that every engine's files and `--resume` behave alike
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,16 +36,16 @@ class TrainJob:
     target_options: dict[str, Any] = field(default_factory=dict)
 
 
-class Engine:
+class Engine(ABC):
     """A training engine; subclasses implement `train` and may refine `check`."""
 
     name = "engine"
 
-    def check(self, spec: TrainSpec) -> None:
+    def check(self, spec: TrainSpec) -> None:  # noqa: B027 - optional for an engine
         """Refuse a configuration this engine cannot run (one KeyedError, before any work)."""
 
-    def train(self, job: TrainJob) -> TrainResult:
-        raise NotImplementedError(f"the engine '{self.name}' does not train")
+    @abstractmethod
+    def train(self, job: TrainJob) -> TrainResult: ...
 
 
 class LocalEngine(Engine):
