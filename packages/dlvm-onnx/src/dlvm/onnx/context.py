@@ -47,6 +47,20 @@ def dtype_of(array: np.ndarray) -> DataType:
     raise Unsupported(f"element type {array.dtype}")
 
 
+def array_literal(b: Builder, array: np.ndarray, name: str | None = None) -> Value:
+    """A constant array as IR: a scalar operand, a splat when every element is the same, or
+    a dense literal (`name` makes even a scalar an instruction of that name)."""
+    array = np.asarray(array)
+    dt = dtype_of(array)
+    if array.ndim == 0 and name is None:
+        return constant(array.item(), scalar(dt))
+    t = TensorType(array.shape, dt)
+    flat = array.reshape(-1)
+    if flat.size and (flat == flat[0]).all():  # NaN is never equal: stays dense
+        return b.literal(flat[0].item(), t, name=name)
+    return b.literal(DenseLiteral.of(array), t, name=name)
+
+
 class NodeContext:
     def __init__(self, node: onnx.NodeProto, inputs: list[Input], b: Builder,
                  opset: int, module: ir.Module) -> None:
@@ -74,15 +88,7 @@ class NodeContext:
         return self.literal(x)
 
     def literal(self, array: np.ndarray) -> Value:
-        array = np.asarray(array)
-        dt = dtype_of(array)
-        if array.ndim == 0:
-            return constant(array.item(), scalar(dt))
-        t = TensorType(array.shape, dt)
-        flat = array.reshape(-1)
-        if flat.size and (flat == flat[0]).all():  # NaN is never equal: stays dense
-            return self.b.literal(flat[0].item(), t)  # a splat
-        return self.b.literal(DenseLiteral.of(array), t)
+        return array_literal(self.b, array)
 
     def const(self, i: int) -> np.ndarray | None:
         x = self.inputs[i] if i < len(self.inputs) else None

@@ -26,12 +26,12 @@ import numpy as np
 import dlvm.ir as ir
 import onnx
 import onnx.numpy_helper
-from dlvm.ir import Builder, DenseLiteral, DerivativeDecl, Diagnostic, Value
+from dlvm.ir import Builder, DerivativeDecl, Diagnostic, Value
 from dlvm.ir.core import UniqueNames
 from dlvm.ir.types import AliasDecl, FunctionType, NominalType, TensorType, TupleType, Type
 from onnx.reference import ReferenceEvaluator
 
-from .context import DTYPES, NodeContext, ShapeVector, Unsupported, dtype_of
+from .context import DTYPES, NodeContext, ShapeVector, Unsupported, array_literal, dtype_of
 from .ops import CONVERTERS
 
 MIN_OPSET = 13
@@ -156,7 +156,7 @@ class Importer:
         if isinstance(v, Value):
             return v
         if isinstance(v, np.ndarray):
-            return NodeContext(onnx.NodeProto(), [], b, self.opset, self.module).literal(v)
+            return array_literal(b, v)
         raise ir.DlvmError(f"{self.source}: error: output '{name}' is not computed by the "
                            "graph")
 
@@ -252,10 +252,7 @@ class Importer:
                  params_type: Type, arg_names: list[str]) -> None:
         b = Builder(self.module)
         b.function("init_params", [], params_type)
-        values = [b.literal(DenseLiteral.of(self.initializers[p]) if self.initializers[p].size
-                            > 1 else self.initializers[p].reshape(-1)[0].item(),
-                            TensorType(self.initializers[p].shape,
-                                       dtype_of(self.initializers[p])), name=n)
+        values = [array_literal(b, self.initializers[p], name=n)
                   for p, n in zip(params, param_names, strict=True)]
         b.ret(b.literal(ir.AggregateLiteral("tuple", tuple(values)), params_type))
         init = self.module.function("init_params")

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 @hookimpl
 def register_frontends(register: RegisterFrontend) -> None:
-    register("onnx", "dlvm.onnx.frontend:load_file", "ONNX models", suffixes=(".onnx",))
+    register("onnx", "dlvm.onnx:load", "ONNX models", suffixes=(".onnx",))
 
 
 @hookimpl
