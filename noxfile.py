@@ -2,11 +2,13 @@
 
 One session per package (``nox -s ir``, ``nox -s cli``, …) installs only that package and
 the ``dlvm-*`` packages it depends on, so a missing dependency shows up. ``integration``,
-``tests`` (the default), ``lint`` and ``demo`` work on the whole repository.
+``tests`` (the default), ``lint``, ``demo`` and ``wheels`` work on the whole repository.
+The test sessions run pytest on every core this process may use (pytest-xdist).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -22,9 +24,18 @@ PACKAGES_DIR = ROOT / "packages"
 # whose import fails.
 FIXTURE_PLUGINS = ["examples/plugin",
                    "integration-tests/fixtures/dlvm-broken-plugin"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "lit>=18", "filecheck>=1.0.6", "psutil>=5",
+# pytest below 9.2: its structured node ids silently turn off pytest-xdist's `loadgroup`
+# (xdist 3.8 marks a group by rewriting the node id), and then the lit suite and the Ray
+# tests would run once per worker.
+TEST_DEPS = ["pytest>=8,<9.2", "pytest-xdist>=3.5", "hypothesis>=6.100", "lit>=18",
+             "filecheck>=1.0.6", "psutil>=5",
              "ruff>=0.6", "mypy>=1.10,<2",  # ruff and mypy check the code TEL generates
              "onnxruntime>=1.17,<2"]  # the reference the ONNX importer is tested against
+
+
+# The spec tests (the modules that use conftest.py's `spec_target` fixture) also run in the
+# session of a package that provides a target they check, on that target alone.
+SPEC_TARGET_OF = {"dlvm-llvm": "llvm-cpu", "dlvm-llvm-gpu": "nvptx{device=host}"}
 
 
 def packages() -> list[str]:
@@ -73,6 +84,20 @@ def everything() -> list[str]:
     return paths
 
 
+def parallel() -> list[str]:
+    """pytest-xdist arguments: one worker per core this process may use; tests marked with
+    an `xdist_group` (conftest.py) stay on one worker. `-n 0` after `--` runs in one process."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return ["-n", str(cores or 1), "--dist", "loadgroup"]
+
+
+def spec_test_files() -> list[str]:
+    """The test modules that run once per installed target (see conftest.py)."""
+    return sorted(path.relative_to(ROOT).as_posix()
+                  for path in ROOT.glob("packages/*/tests/test_*.py")
+                  if 'usefixtures("spec_target")' in path.read_text(encoding="utf-8"))
+
+
 def has_tests(folder: Path) -> bool:
     """Whether ``folder`` holds any pytest test modules."""
     return any(folder.rglob("test_*.py")) or any(folder.rglob("*_test.py"))
@@ -90,9 +115,16 @@ def package_session(package: str) -> None:
         deps = [f"packages/{name}" + ("[test]" if name == package else "")
                 for name in closure(package)]
         session.install(*editable(deps), *TEST_DEPS)
-        session.run("pytest", tests, *session.posargs)
+        target = SPEC_TARGET_OF.get(package)
+        if target is None:
+            session.run("pytest", *parallel(), tests, *session.posargs)
+        else:
+            session.run("pytest", *parallel(), tests, *spec_test_files(), *session.posargs,
+                        env={"DLVM_TEST_TARGET": target})
 
     run.__doc__ = f"Test {package} with only its own dlvm-* dependencies installed."
+    if package in SPEC_TARGET_OF:
+        run.__doc__ += f" The spec tests run on {SPEC_TARGET_OF[package]} too."
     # Without tests there is nothing to install: skip before any venv is made.
     nox.session(run, name=package.removeprefix("dlvm-"), venv_backend=None if runnable else "none")
 
@@ -105,15 +137,29 @@ for _package in packages():
 def integration(session: nox.Session) -> None:
     """Cross-package tests: every package installed, run integration-tests/."""
     session.install(*editable(everything()), *TEST_DEPS)
-    session.run("pytest", "integration-tests", *session.posargs)
+    session.run("pytest", *parallel(), "integration-tests", *session.posargs)
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every test (package unit tests, lit suites, integration tests) in one venv."""
     session.install(*editable(everything()), *TEST_DEPS)
-    session.run("pytest", "-p", "no:cacheprovider", "packages", "integration-tests",
+    session.run("pytest", "-p", "no:cacheprovider", *parallel(), "packages", "integration-tests",
                 *session.posargs)
+
+
+@nox.session
+def wheels(session: nox.Session) -> None:
+    """Build every package's wheel into dist/, for `pip install --find-links dist dlvm-nnkit`
+    (pip then finds the sibling dlvm-* packages there, not on an index)."""
+    session.install("uv")
+    dist = ROOT / "dist"
+    for old in dist.glob("dlvm_*.whl"):  # an earlier version would satisfy pip as well
+        old.unlink()
+    for name in packages():
+        session.run("uv", "build", "--quiet", "--wheel", "--out-dir", str(dist),
+                    f"packages/{name}")
+    session.log(f"{len(list(dist.glob('dlvm_*.whl')))} wheels in {dist}")
 
 
 @nox.session

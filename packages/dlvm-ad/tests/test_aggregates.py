@@ -7,6 +7,9 @@ import pytest
 
 from dlvm.ad.testing import check_gradient, check_tangent
 
+# Each test runs once per installed target: interp, llvm-cpu, nvptx{device=host} (conftest.py).
+pytestmark = pytest.mark.usefixtures("spec_target")
+
 RNG = np.random.default_rng(11)
 
 AGGREGATES = """

@@ -10,6 +10,9 @@ from dlvm.ad import Generator
 from dlvm.ad.testing import check_gradient, check_tangent
 from dlvm.ir.testing import compile_for_test
 
+# Each test runs once per installed target: interp, llvm-cpu, nvptx{device=host} (conftest.py).
+pytestmark = pytest.mark.usefixtures("spec_target")
+
 POWER_LOOP = """
 module "loop"
 stage raw
@@ -66,6 +69,7 @@ def test_checkpointing_shrinks_the_tape_and_keeps_the_gradient() -> None:
     assert counts[True] < counts[False]
 
 
+@pytest.mark.interp_only("checks the differentiation pass; compiles nothing")
 def test_checkpoint_is_a_pass_option() -> None:
     module = ir.parse(POWER_LOOP)
     records = ir.run_passes(module, "differentiation{checkpoint=true}")
@@ -149,6 +153,7 @@ def test_calls_and_recursion(n: int) -> None:
     check_tangent(CALLS, "r", "tr", [np.float64(0.9), np.int64(n)], [np.float64(1.0)])
 
 
+@pytest.mark.interp_only("checks the differentiation pass; compiles nothing")
 def test_callee_derivatives_are_generated_once() -> None:
     module = ir.parse(CALLS)
     ir.run_passes(module, "differentiation")
@@ -174,7 +179,7 @@ func @df: (f64, <2 x f64>) -> (f64, <2 x f64>)
 
 def test_an_argument_the_output_does_not_depend_on_gets_a_zero_adjoint() -> None:
     out = check_gradient(UNUSED, "f", "df", [np.float64(0.2), np.array([1.0, 2.0])])
-    np.testing.assert_array_equal(out[1], [0.0, 0.0])
+    np.testing.assert_array_equal(out[1], [0.0, 0.0])  # nothing flows back: exactly zero
 
 
 HIGHER = """
@@ -210,6 +215,7 @@ def test_third_order_derivatives() -> None:
     np.testing.assert_allclose(exe.call("d3", np.float64(x))[0], 2 * e * (c - s), rtol=1e-12)
 
 
+@pytest.mark.interp_only("checks the differentiation pass; compiles nothing")
 def test_a_function_without_a_body_cannot_be_differentiated() -> None:
     module = ir.parse("""
 [extern]
@@ -237,6 +243,7 @@ func @tdp: (f64, i64, f64) -> (f64)
     check_tangent(ir.parse(text), "dp", "tdp", args, [np.float64(1.0)], rtol=1e-5)
 
 
+@pytest.mark.interp_only("checks the differentiation pass; compiles nothing")
 def test_values_stored_to_memory_are_refused_with_a_reason() -> None:
     text = """
 func @f: (f64) -> f64 {

@@ -12,6 +12,9 @@ from dlvm.ad import ADJOINTS, TANGENTS, adjoint, tangent
 from dlvm.ad.testing import check_gradient, check_tangent
 from dlvm.ir.instructions.common import float_tensor, result_array
 
+# Each test runs once per installed target: interp, llvm-cpu, nvptx{device=host} (conftest.py).
+pytestmark = pytest.mark.usefixtures("spec_target")
+
 
 @pytest.fixture
 def cube() -> Iterator[None]:
@@ -64,6 +67,7 @@ def test_an_added_instruction_is_differentiated_by_its_own_rules() -> None:
     check_tangent(TEXT, "f", "tf", [x], [np.array([1.0, 2.0, -1.0])])
 
 
+@pytest.mark.interp_only("checks the differentiation pass; compiles nothing")
 def test_without_a_rule_the_error_names_the_instruction(cube: None) -> None:
     del ADJOINTS["cube"]
     with pytest.raises(ir.PassError, match="'cube' has no adjoint rule"):

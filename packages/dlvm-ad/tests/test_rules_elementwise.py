@@ -123,7 +123,7 @@ def test_zero_derivative_is_zero(op: str) -> None:
     text = module([("x", "<3 x f64>")], [f"%r = {op} %x: <3 x f64>"], "r", "<3 x f64>", [0],
                   "gradient")
     (dx,) = check_gradient(text, "f", "df", [np.array([-1.3, 0.7, 2.2])])
-    np.testing.assert_array_equal(dx, 0.0)
+    np.testing.assert_array_equal(dx, 0.0)  # a zero derivative is exactly zero
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -210,7 +210,7 @@ def test_min_max_ties_go_to_the_left_operand(op: str, expected: tuple[float, flo
                   [0, 1], "gradient")
     exe = compile_for_test(ir.parse(text))
     dx, dy = exe.call("df", np.float64(1.5), np.float64(1.5), np.float64(1.0))
-    assert (float(dx), float(dy)) == expected
+    assert (float(dx), float(dy)) == expected  # the seed routed to one side, not computed
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -12,8 +12,12 @@ import dlvm.ir as ir
 from dlvm.ir import interp
 from dlvm.ir.testing import run, run1
 
+# Each test runs once per installed target: interp, llvm-cpu, nvptx{device=host} (conftest.py).
+pytestmark = pytest.mark.usefixtures("spec_target")
+
 
 def same(out: np.ndarray, expected: object, dtype: object) -> None:
+    """Exactly equal: the values here are moved, not computed, or small integers."""
     assert out.dtype == np.dtype(dtype), (out.dtype, dtype)
     exp = np.asarray(expected)
     assert out.shape == exp.shape, (out.shape, exp.shape)
@@ -223,6 +227,7 @@ func @f: () -> f32 {
 """
 
 
+@pytest.mark.interp_only("how the interpreter fails on a value it cannot make")
 @pytest.mark.parametrize("keyword", ["zero", "undefined"])
 def test_zero_enum_is_rejected_or_a_clean_error(keyword: str) -> None:
     # An enum has no zero value: the verifier should reject `zero: $E`, or running it
@@ -607,6 +612,7 @@ def test_deep_recursion_up_to_the_documented_limit() -> None:
     same(run1(APPLY_SRC, "countdown", np.int64(n)), n, np.int64)
 
 
+@pytest.mark.interp_only("the interpreter's call depth limit")
 def test_unbounded_recursion_is_an_execution_error() -> None:
     exe = ir.compile(ir.parse(APPLY_SRC), "interp")
     with pytest.raises(ir.ExecutionError, match="overflow"):
@@ -615,6 +621,7 @@ def test_unbounded_recursion_is_an_execution_error() -> None:
     assert exe.call("countdown", np.int64(10))[0].tolist() == 10
 
 
+@pytest.mark.interp_only("the interpreter's call depth limit")
 def test_call_depth_is_restored_after_an_overflow(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(interp, "MAX_CALL_DEPTH", 50)
     m = ir.parse(APPLY_SRC)

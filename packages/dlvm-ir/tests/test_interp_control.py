@@ -9,6 +9,9 @@ import pytest
 import dlvm.ir as ir
 from dlvm.ir.testing import run, run1
 
+# Each test runs once per installed target: interp, llvm-cpu, nvptx{device=host} (conftest.py).
+pytestmark = pytest.mark.usefixtures("spec_target")
+
 FLOW_SRC = """
 module "flow"
 stage raw

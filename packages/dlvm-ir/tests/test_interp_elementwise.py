@@ -14,9 +14,14 @@ import pytest
 import dlvm.ir as ir
 from dlvm.ir.testing import run, run1
 
+# Each test runs once per installed target: interp, llvm-cpu, nvptx{device=host} (conftest.py).
+pytestmark = pytest.mark.usefixtures("spec_target")
+
 
 def check(out: np.ndarray, expected: object, dtype: object, rtol: float = 0.0,
           atol: float = 0.0) -> None:
+    """Equal within `rtol` and `atol`; exactly by default, for results that IEEE arithmetic
+    gives exactly (small integers and halves, rounding, sign changes)."""
     assert out.dtype == np.dtype(dtype), (out.dtype, dtype)
     exp = np.asarray(expected, dtype=np.float64 if out.dtype.kind == "f" else None)
     assert out.shape == exp.shape, (out.shape, exp.shape)
@@ -898,6 +903,7 @@ def test_integer_literals_at_the_limits_of_their_type() -> None:
     check(run1(INT_LITERAL_SRC, "f"), [-128, 127], np.int8)
 
 
+@pytest.mark.interp_only("how the interpreter wraps a literal out of range")
 def test_integer_literal_out_of_the_signed_range() -> None:
     # `200: i8` does not fit the signed i8 the interpreter uses: the verifier must
     # reject it, or the program must run (with the wrapped bit pattern, -56).

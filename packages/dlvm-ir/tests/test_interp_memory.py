@@ -7,14 +7,17 @@ import numpy as np
 import pytest
 
 import dlvm.ir as ir
-from dlvm.ir.testing import run, run1
+from dlvm.ir.testing import compile_for_test, run, run1
+
+# Each test runs once per installed target: interp, llvm-cpu, nvptx{device=host} (conftest.py).
+pytestmark = pytest.mark.usefixtures("spec_target")
 
 
 def fresh(src: str) -> ir.Executable:
-    """A new executable (own global variables)."""
+    """A new executable (own global variables) for the target under test."""
     m = ir.parse(src)
     ir.verify(m)
-    return ir.compile(m, target="interp")
+    return compile_for_test(m)
 
 
 MEMORY_SRC = """
@@ -493,6 +496,8 @@ def test_global_struct_fields() -> None:
     assert c.dtype == np.int64 and t.dtype == np.float64
 
 
+@pytest.mark.fails_on("llvm-cpu", reason="a tensor stored to a global variable is read back "
+                      "later from the caller's argument buffer, not from a copy of its own")
 def test_global_tensor() -> None:
     exe = fresh(GLOBAL_SRC)
     assert exe.call("predict", np.array([1, 1], np.float32))[0].tolist() == 0

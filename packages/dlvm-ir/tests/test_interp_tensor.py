@@ -17,8 +17,13 @@ import pytest
 import dlvm.ir as ir
 from dlvm.ir.testing import run, run1
 
+# Each test runs once per installed target: interp, llvm-cpu, nvptx{device=host} (conftest.py).
+pytestmark = pytest.mark.usefixtures("spec_target")
+
 
 def same(out: np.ndarray, expected: object, dtype: object, rtol: float = 0.0) -> None:
+    """Equal within `rtol`; exactly by default, for values that are moved, not computed, or
+    exact in any order of operations (small integers and halves)."""
     assert out.dtype == np.dtype(dtype), (out.dtype, dtype)
     exp = np.asarray(expected)
     assert out.shape == exp.shape, (out.shape, exp.shape)
@@ -963,6 +968,7 @@ def _random(fn: str, seed: int) -> tuple[np.ndarray, ...]:
     return ir.compile(m, "interp", seed=seed).call(fn)
 
 
+@pytest.mark.interp_only("the interpreter's seeded random numbers")
 def test_random_within_bounds_and_typed() -> None:
     (u,) = _random("uniform", 3)
     assert u.dtype == np.float32 and u.shape == (200,)
@@ -977,6 +983,7 @@ def test_random_within_bounds_and_typed() -> None:
     assert s.dtype == np.float32 and s.shape == () and 10 <= float(s) < 11
 
 
+@pytest.mark.interp_only("the interpreter's seeded random numbers")
 def test_random_is_reproducible_with_a_seed() -> None:
     for fn in ("uniform", "ints", "f64"):
         a, b, c = _random(fn, 3), _random(fn, 3), _random(fn, 4)
@@ -984,6 +991,7 @@ def test_random_is_reproducible_with_a_seed() -> None:
         assert a[0].tolist() != c[0].tolist()
 
 
+@pytest.mark.interp_only("the interpreter's seeded random numbers")
 def test_two_random_instructions_differ() -> None:
     a, b = _random("two", 0)
     assert a.tolist() != b.tolist()
@@ -991,6 +999,7 @@ def test_two_random_instructions_differ() -> None:
     assert (a.tolist(), b.tolist()) == (a2.tolist(), b2.tolist())
 
 
+@pytest.mark.interp_only("the interpreter's seeded random numbers")
 def test_default_seed_is_deterministic() -> None:
     m = ir.parse(RANDOM_SRC)
     first = ir.compile(m, "interp").call("f64")[0]
@@ -999,6 +1008,7 @@ def test_default_seed_is_deterministic() -> None:
     assert not math.isnan(float(first.sum()))
 
 
+@pytest.mark.interp_only("the interpreter's seeded random numbers")
 def test_random_bounds_can_be_values() -> None:
     m = ir.parse(RANDOM_SRC)
     out = ir.compile(m, "interp", seed=1).call("empty_ints", np.int32(-3), np.int32(-2))[0]
@@ -1010,6 +1020,7 @@ def test_random_bounds_can_be_values() -> None:
     ("empty_ints", (np.int32(5), np.int32(1))),
     ("reversed_floats", ()),
 ])
+@pytest.mark.interp_only("the interpreter's seeded random numbers")
 def test_random_with_an_empty_range_is_an_execution_error(fn: str, args: tuple) -> None:
     m = ir.parse(RANDOM_SRC)
     with pytest.raises(ir.ExecutionError):

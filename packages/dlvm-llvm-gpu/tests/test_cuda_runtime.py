@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,18 @@ import pytest
 
 from dlvm.llvm_gpu import cublas, cuda, dlpack
 from dlvm.llvm_gpu.device import Buffer, Device, DeviceArray, GPUError, KernelArg
+
+
+@pytest.fixture(scope="module", autouse=True)
+def collections_see_only_these_tests() -> Iterator[None]:
+    """The tests here call `gc.collect()` to see buffers released. In a long test run the
+    process holds hundreds of thousands of objects, and each full collection would walk them
+    all (~0.4 s); frozen, they are skipped, and what these tests make is still collected."""
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()
+
 
 # ---------------------------------------------------------------- a device in host memory
 

@@ -121,7 +121,7 @@ def test_the_disk_cache_serves_a_new_executable_without_llvm(
     compiled = count_compiles(monkeypatch)
     again = ir.compile(ir.parse(LAYER), "llvm-cpu")["layer"](*args)
     assert compiled == []
-    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(first, again)  # the same machine code: bit for bit
 
 
 def test_a_damaged_cache_entry_is_compiled_again(monkeypatch: pytest.MonkeyPatch,
@@ -132,6 +132,7 @@ def test_a_damaged_cache_entry_is_compiled_again(monkeypatch: pytest.MonkeyPatch
     (obj,) = (tmp_path / "llvm-cpu").glob("*.o")
     obj.write_bytes(obj.read_bytes()[:100])  # a truncated object file
     compiled = count_compiles(monkeypatch)
+    # the same IR compiled again on the same CPU: the same machine code, bit for bit
     np.testing.assert_array_equal(ir.compile(ir.parse(LAYER), "llvm-cpu")["layer"](*args),
                                   want)
     assert compiled == ["obj"]
@@ -200,7 +201,7 @@ def test_results_are_the_codes_buffers_and_an_argument_comes_back_as_a_copy() ->
     assert not np.shares_memory(y, x) and not np.shares_memory(y, w)
     z = exe["layer"](x, w, b)
     assert not np.shares_memory(y, z)  # the next call does not overwrite a result
-    np.testing.assert_array_equal(y, z)
+    np.testing.assert_array_equal(y, z)  # the same code run twice: bit for bit
     v = np.arange(5, dtype=np.float32)
     out = exe["same"](v)
     out[0] = 42
@@ -259,6 +260,6 @@ def test_a_dropped_result_gives_its_memory_back_for_the_next_call() -> None:
     del y
     z = exe["chain"](a, a, a)
     assert z.ctypes.data == first
-    np.testing.assert_array_equal(z, want)
+    np.testing.assert_array_equal(z, want)  # the same code run twice: bit for bit
     kept = exe["chain"](a, a, a)  # while z lives, a new call gets other memory
     assert kept.ctypes.data != z.ctypes.data

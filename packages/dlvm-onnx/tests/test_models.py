@@ -15,6 +15,7 @@ import pytest
 
 import dlvm.ir as ir
 import dlvm.onnx
+from dlvm.ir.testing import TOLERANCE
 from dlvm.ir.types import AliasDecl, TupleType
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -142,9 +143,13 @@ def test_forward_with_init_params_is_main(model: str, target: str) -> None:
     exe = executable(model, target, use="O0")
     stored = exe.call("init_params")
     for got, want in zip(stored, params(model), strict=True):
-        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, want)  # stored literals read back: exact
     x = fixture(model, "x")
-    np.testing.assert_array_equal(exe["forward"](x, params(model)), exe["main"](x))
+    # Two different functions: `main` has the parameters as constants, which the compiler
+    # folds and orders differently, and FMA contraction and vector width depend on the CPU;
+    # float32 results agree to a few roundings, not bit for bit.
+    close(exe["forward"](x, params(model)), exe["main"](x), f"{model} forward on {target}",
+          *TOLERANCE[32])
 
 
 @pytest.mark.parametrize("target", TARGETS)

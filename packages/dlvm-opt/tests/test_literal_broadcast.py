@@ -169,5 +169,6 @@ def programs(draw: st.DrawFn) -> str:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=programs(), seed=st.integers(0, 2**16))
 def test_random_programs(text: str, seed: int) -> None:
+    # exact: a splat and its scalar give each element the same operation on the same values
     check_preserves(text, PASS, seed=seed, trials=2, rtol=0, atol=0)
     check_idempotent(text, PASS)

@@ -122,13 +122,13 @@ def test_initial_values_are_drawn_as_declared_and_follow_the_seed() -> None:
                          .replace("[_ x 3]", "[_ x 30]"), "big.tel")
     w1, b1, w2, b2 = params(module, seed=0)
     assert w1.shape == (40, 60) and w1.min() >= -0.5 and w1.max() < 0.5
-    np.testing.assert_array_equal(b1, np.full(60, 0.1))
+    np.testing.assert_array_equal(b1, np.full(60, 0.1))  # a declared constant: exact
     limit = np.sqrt(6 / (60 + 30))
     assert np.abs(w2).max() <= limit and np.abs(w2).max() > 0.9 * limit
     assert b2.shape == (30,)
     again = params(module, seed=0)
     other = params(module, seed=1)
-    np.testing.assert_array_equal(again[0], w1)
+    np.testing.assert_array_equal(again[0], w1)  # the same seed draws the same numbers
     assert not np.array_equal(other[0], w1)
 
 

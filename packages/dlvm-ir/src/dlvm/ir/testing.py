@@ -8,14 +8,17 @@ cross-entropy with its gradient declaration, at any sizes. `COUNTED_LOOP` is the
 program with a back edge, a trip count given as an argument and a gradient declaration: the
 loop the control-flow passes and AD are first tried on.
 
-Each distinct text is parsed, verified and compiled once, for the interpreter or for the
-target `$DLVM_TEST_TARGET` names.
+Each distinct text is parsed, verified and compiled once per target: the target under test,
+which is the interpreter unless a test selects another (`compiling_for`, which the spec tests'
+fixture uses to run them once per installed target) or `$DLVM_TEST_TARGET` names one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ import numpy as np
 from .api import compile
 from .diagnostics import DlvmError
 from .parser import parse
+from .plugin import registry
 from .runtime import ExecutionError, numpy_dtype
 from .target import Executable
 from .types import ArrayType, TensorType, TupleType, Type
@@ -33,11 +37,39 @@ from .verifier import verify
 # a code generator, which must compute the same) the one `DLVM_TEST_TARGET` names.
 TARGET_ENV = "DLVM_TEST_TARGET"
 
+# The targets the spec tests run on where installed (the interpreter's instruction tests and
+# dlvm-ad's derivative tests state DLVM's semantics; every target must compute the same):
+# the reference, native code, and the GPU target's launch plans emulated on the host.
+SPEC_TARGETS = ("interp", "llvm-cpu", "nvptx{device=host}")
+
+_selected: list[str] = []  # the targets `compiling_for` selected, innermost last
+
 
 def target_under_test() -> str:
-    """The target's name, as `$DLVM_TEST_TARGET` gives it: `llvm-cpu`, or with options in
-    pipeline syntax, `nvptx{device=host}`."""
-    return os.environ.get(TARGET_ENV) or "interp"
+    """The target's name, with options in pipeline syntax (`llvm-cpu`,
+    `nvptx{device=host}`): the one `compiling_for` selected, else `$DLVM_TEST_TARGET`, else
+    `interp`."""
+    return (_selected[-1] if _selected else None) or os.environ.get(TARGET_ENV) or "interp"
+
+
+@contextlib.contextmanager
+def compiling_for(target: str) -> Iterator[str]:
+    """Within the block, the helpers compile for `target` (`name{k=v}` form) by default."""
+    _selected.append(target)
+    try:
+        yield target
+    finally:
+        _selected.pop()
+
+
+def spec_targets() -> list[str]:
+    """The targets to run the spec tests on: the one `$DLVM_TEST_TARGET` names, else those of
+    `SPEC_TARGETS` that are installed (found through the registry)."""
+    chosen = os.environ.get(TARGET_ENV)
+    if chosen:
+        return [chosen]
+    found = registry()
+    return [t for t in SPEC_TARGETS if found.has("target", target_and_options(t)[0])]
 
 
 def target_and_options(text: str) -> tuple[str, dict[str, Any]]:
@@ -68,8 +100,14 @@ def compile_for_test(module: Any, target: str | None = None) -> Executable:
     return compile(module, target=name, **options)
 
 
-@functools.cache
 def executable(text: str, target: str | None = None) -> Executable:
+    """`text` parsed, verified and compiled for `target` (by default the target under test),
+    once per text and target."""
+    return _compiled(text, target or target_under_test())
+
+
+@functools.cache
+def _compiled(text: str, target: str) -> Executable:
     module = parse(text)
     verify(module)
     return compile_for_test(module, target)
@@ -266,31 +304,3 @@ def check_same(fn: Any, args: list[Any], target: Executable, oracle: Executable,
             raise AssertionError(f"{what}: the oracle fails, the target does not") from None
         return
     assert_agree(target.call(fn.name or "", *args), want, what)
-
-
-# ---------------------------------------------------------------- the spec suites on a target
-
-# Test files that state DLVM's semantics through `executable`/`run`: the interpreter's
-# instruction by instruction, and dlvm-ad's derivatives against finite differences.
-SPEC_SUITES = {
-    "interpreter": ("packages/dlvm-ir/tests", "test_interp_*.py"),
-    "gradients": ("packages/dlvm-ad/tests", "test_programs.py", "test_control_flow.py",
-                  "test_aggregates.py", "test_extension.py"),
-}
-
-
-def spec_suite_files(root: Path, suite: str) -> list[str]:
-    folder, *patterns = SPEC_SUITES[suite]
-    return sorted({str(p) for pattern in patterns for p in (root / folder).glob(pattern)})
-
-
-def run_spec_suite(root: Path, suite: str, target: str, timeout: float = 1500) -> Any:
-    """Run a spec suite in a child pytest with `$DLVM_TEST_TARGET` set to `target`; the
-    completed process (its output names each failure)."""
-    import subprocess
-    import sys
-
-    env = {**os.environ, TARGET_ENV: target}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-x", *spec_suite_files(root, suite)], env=env, cwd=root,
-                          capture_output=True, text=True, timeout=timeout)
