@@ -38,3 +38,5 @@ SOFTSIGN = ir.define(
 
 if importlib.util.find_spec("dlvm.ad") is not None:  # dlvm-ad is optional for this plugin
     from . import derivatives  # noqa: F401
+if importlib.util.find_spec("dlvm.llvm") is not None:  # so is dlvm-llvm
+    from . import lowering  # noqa: F401

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .copies import carry_locations
 from .core import DerivativeDecl, Function, Module, Value
 from .diagnostics import DlvmError
 from .passes import Pass, PassManager, PassRecord
 from .pipeline import build_pipeline
-from .plugin import registry
+from .plugin import install_hint, registry
 from .printer import print_module
 from .target import Executable
 
@@ -61,10 +62,13 @@ def has_gradient_declarations(module: Module) -> bool:
 
 
 def clone(module: Module) -> Module:
-    """A deep copy, through the canonical text form."""
+    """A deep copy, through the canonical text form, whose parts keep the source locations
+    of the originals (errors in the copy name the user's file, not the printed text)."""
     from .parser import parse
 
-    return parse(print_module(module), f"<copy of {module.name}>")
+    copy = parse(print_module(module), f"<copy of {module.name}>")
+    carry_locations(module, copy)
+    return copy
 
 
 def compile(module: Module, target: str | None = None, **options: Any) -> Executable:
@@ -77,7 +81,7 @@ def compile(module: Module, target: str | None = None, **options: Any) -> Execut
     if has_gradient_declarations(module):
         if not reg.has("pass", "differentiation"):
             raise DlvmError("the module has gradient declarations, which need the "
-                            "'differentiation' pass from dlvm-ad: pip install dlvm-ad")
+                            f"'differentiation' pass from dlvm-ad: {install_hint('dlvm-ad')}")
         module = clone(module)
         run_passes(module, "differentiation")
     made = reg.make_target(target, **options)

@@ -1,7 +1,8 @@
 """What every target provides: `compile(module) -> Executable`, and calling conventions.
 
 `Executable.call(name, *arrays)` always returns a tuple of numpy arrays;
-tuple results are flattened in order (nested tuples depth-first).
+tuple results are flattened in order (nested tuples depth-first). `exe["f"]` gives the
+function's result back in the structure of its type.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import numpy as np
 from .core import Module
 from .diagnostics import DlvmError
 from .runtime import ExecutionError
-from .types import TupleType
+from .types import ArrayType, TupleType, Type
+
+# The nesting of a result: None for one value (an array), a tuple for a tuple of them.
+Structure = tuple["Structure", ...] | None
 
 
 def flatten_results(value: Any) -> tuple[np.ndarray, ...]:
@@ -36,11 +40,40 @@ def flatten_results(value: Any) -> tuple[np.ndarray, ...]:
     return (arr,)
 
 
+def result_structure(module: Module, t: Type) -> Structure:
+    """How a value of type `t` nests: tuples and arrays (`[n x T]`, n elements) are tuples
+    of their elements' structures, named types are what they name; anything else is one
+    value (a tensor; a struct or an enum, which `call` returns as one object)."""
+    t = module.resolve(t)
+    if isinstance(t, TupleType):
+        return tuple(result_structure(module, e) for e in t.elements)
+    if isinstance(t, ArrayType):
+        element = result_structure(module, t.element)
+        return tuple(element for _ in range(t.count))
+    return None
+
+
+def leaf_count(structure: Structure) -> int:
+    return 1 if structure is None else sum(leaf_count(s) for s in structure)
+
+
+def nest_results(structure: Structure, flat: tuple[Any, ...]) -> Any:
+    """The flat results of `call` in the nesting of `structure` (see `result_structure`)."""
+    leaves = iter(flat)
+
+    def build(s: Structure) -> Any:
+        return next(leaves) if s is None else tuple(build(e) for e in s)
+
+    return build(structure)
+
+
 class Executable(ABC):
     """A compiled module whose functions can be called with numpy arrays.
 
     `exe.call("f", x, y)` returns every result as a flat tuple of arrays; `exe["f"](x, y)`
-    returns what the function returns: one array, a tuple for a tuple result, None for none.
+    returns what the function returns, in the structure of its result type: one array, a
+    tuple for a tuple result (nested as the type nests; an array `[n x T]` is a tuple of n),
+    None for none.
     """
 
     module: Module
@@ -71,13 +104,18 @@ class Executable(ABC):
         if fn is None or not fn.blocks:
             known = ", ".join(f"@{n}" for n in self.function_names) or "none"
             raise ExecutionError(f"no function '@{name}' to call (available: {known})")
-        result = self.module.resolve(fn.type_.result)
-        many = isinstance(result, TupleType) and not result.is_void
-        none = result.is_void
+        structure = result_structure(self.module, fn.type_.result)
+        expected = leaf_count(structure)
+        flat = structure is not None and all(s is None for s in structure)
 
         def call(*args: Any) -> Any:
             out = self.call(name, *args)
-            return out if many else None if none else out[0]
+            if len(out) != expected:
+                raise ExecutionError(f"'@{name}' returned {len(out)} values for a result of "
+                                     f"type '{fn.type_.result}', which holds {expected}")
+            if flat:  # a tuple of arrays (or none): the flat results are the structure
+                return out if structure else None
+            return out[0] if structure is None else nest_results(structure, out)
 
         call.__name__ = call.__qualname__ = name
         call.__doc__ = f"@{name}: {fn.type}"

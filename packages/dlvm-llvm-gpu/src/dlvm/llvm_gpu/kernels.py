@@ -41,6 +41,7 @@ from llvmlite import ir as ll
 from dlvm.ir import Instruction, LiteralValue, Value
 from dlvm.ir.core import ScalarLiteral
 from dlvm.ir.instructions.tensor import permutation
+from dlvm.ir.plugin import install_hint
 from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import DataType, TensorType
 from dlvm.llvm.kernel import combinator_name, direct_operands, is_region_instruction, rule_of
@@ -234,7 +235,8 @@ class DeviceMathLib(MathLib):
             return super().call(b, name, args)
         if not self.libdevice:
             raise KernelError(f"'{name}' on the GPU needs NVIDIA's libdevice, which was not "
-                              "found (set CUDA_HOME, or pip install 'dlvm-llvm-gpu[libdevice]')")
+                              "found (set CUDA_HOME, or "
+                              f"{install_hint('dlvm-llvm-gpu[libdevice]')})")
         sym = f"__nv_{name}" + ("f" if isinstance(t, ll.FloatType) else "")
         return b.call(_declare(self.module, sym, t, [t] * len(args)), list(args))
 

@@ -21,6 +21,7 @@ from dlvm.ir.core import ScalarLiteral
 from dlvm.ir.runtime import ExecutionError
 from dlvm.ir.target import check_option, flatten_results
 from dlvm.ir.types import TensorType, Type
+from dlvm.llvm.optimize import optimized
 from dlvm.llvm.specialize import Specializer
 
 from . import nvptx
@@ -83,8 +84,9 @@ class NVPTXTarget(ir.Target):
     `device`: `cuda` (a GPU, through the driver) or `host` (the launch plans on the CPU, for
     machines without one); `ordinal`: which GPU; `arch`: the architecture PTX is emitted for
     (default: the GPU's, or sm_80 for `emit` without one); `passes`: the pipeline run first,
-    on a copy (default `O3`, which fuses element-wise code into kernels); `dynamic_size`: the
-    size `emit` gives `_` dimensions; `seed`, `max_steps`, `timeout`: as for `interp`.
+    on a copy (default `O3`, which fuses element-wise code into kernels; skipped, with a
+    warning, when dlvm-opt is not installed); `dynamic_size`: the size `emit` gives `_`
+    dimensions; `seed`, `max_steps`, `timeout`: as for `interp`.
     """
 
     name = "nvptx"
@@ -133,12 +135,7 @@ class NVPTXTarget(ir.Target):
         if has_gradient_declarations(module) and ir.registry().has("pass", "differentiation"):
             module = ir.clone(module)
             ir.run_passes(module, "differentiation")
-        names = [spec.name for spec in ir.parse_pipeline(self.passes)] if self.passes else []
-        if names and all(ir.registry().has("pass", n) or ir.registry().has("pipeline", n)
-                         for n in names):
-            module = ir.clone(module)
-            ir.run_passes(module, self.passes)
-        return module
+        return optimized(module, self.passes, self.name)
 
     def compile(self, module: ir.Module) -> ir.Executable:
         module = self.prepare(module)

@@ -6,6 +6,8 @@
 
 The lowering (`function.py`, `kernel.py`, the `lower_*` modules and the scalar table in
 `scalar.py`) is shared with the GPU target; `jit.py` runs LLVM and keeps the code cache.
+Plugins give their instructions native code with `scalar_rule` and `lowering_rule`
+(`rules.py`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from . import (  # the lowering rules register themselves in the opcode tables
     lower_memory,
     lower_tensor,
 )
-from .function import LOWER, CompileError, CompileUnit
-from .scalar import SCALAR
+from .function import LOWER, CompileError, CompileUnit, FunctionLowering
+from .rules import lowering_rule, scalar_rule
+from .scalar import SCALAR, ScalarEmitter
 from .target import LLVMCPUTarget
 
 del kernel, lower_aggregate, lower_control, lower_memory, lower_tensor
 
-__all__ = ["LOWER", "SCALAR", "CompileError", "CompileUnit", "LLVMCPUTarget"]
+__all__ = ["LOWER", "SCALAR", "CompileError", "CompileUnit", "FunctionLowering",
+           "LLVMCPUTarget", "ScalarEmitter", "lowering_rule", "scalar_rule"]

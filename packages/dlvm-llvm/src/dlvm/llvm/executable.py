@@ -30,8 +30,9 @@ from dlvm.ir.types import ArrayType, TensorType, TupleType, Type
 
 from . import arrays, blas, jit
 from .entry import EntryABI, Leaf, build_entry
-from .function import CompileUnit, ErrorSite
+from .function import CompileUnit, ErrorSite, instruction_at, where
 from .layout import Layout
+from .rules import plugin_rules_key
 from .runtime import (
     CTX_CLOCK,
     CTX_DEADLINE,
@@ -356,12 +357,13 @@ class LLVMExecutable(ir.Executable):
         signature = ", ".join(map(str, arg_types)) if arg_types is not None else "generic"
         key = jit.cache_key(self.text, name, signature, f"threads={self.threads}",
                             f"opt={self.opt_level}", f"blas={blas.available()}",
-                            f"arrays={arrays.layout()}", f"timeout={self.timeout}")
+                            f"arrays={arrays.layout()}", f"timeout={self.timeout}",
+                            f"rules={plugin_rules_key(self.module)}")
         found = self.disk.get(key) if self.disk is not None else None
         if found is not None:
             obj, info = found
             abi = abi_from_json(info["abi"])
-            sites = [ErrorSite(*s) for s in info["sites"]]
+            sites = [self.cached_site(*s) for s in info["sites"]]
             type_names = info["type_names"]
             helpers = info["helpers"]
             fallbacks = info.get("fallbacks", [])
@@ -380,13 +382,14 @@ class LLVMExecutable(ir.Executable):
                 helpers["fallback_base"] = f"{unit.llmod.name}.fallback_base"
             if self.disk is not None:
                 self.disk.put(key, obj, {"abi": abi_to_json(abi), "helpers": helpers,
-                                         "sites": [[s.message, s.where, s.types] for s in sites],
+                                         "sites": [[s.message, s.where, s.types, s.at]
+                                                   for s in sites],
                                          "type_names": type_names, "fallbacks": fallbacks})
         self.engine.load(obj)
         if fallbacks:
             base = self.engine.ee.get_global_value_address(helpers["fallback_base"])
             ctypes.c_int64.from_address(base).value = len(self.fallbacks)
-            self.fallbacks.extend(self.instruction_at(*where) for where in fallbacks)
+            self.fallbacks.extend(self.instruction_at(*place) for place in fallbacks)
         release = _HELPER2(self.engine.address(helpers["release"]))
         if self.ctx_free is None:
             self.ctx_free = _HELPER1(self.engine.address(helpers["ctx_free"]))
@@ -395,9 +398,16 @@ class LLVMExecutable(ir.Executable):
                               release)
 
     def instruction_at(self, function: str, block: int, index: int) -> ir.Instruction:
-        fn = self.module.function(function)
-        assert fn is not None
-        return fn.blocks[block].instructions[index]
+        return instruction_at(self.module, (function, block, index))
+
+    def cached_site(self, message: str, where_text: str, types: bool,
+                    at: list[Any] | None = None) -> ErrorSite:
+        """An error site as the cache stores it, located in this module: the cached code
+        may have been built for the same text read from another file."""
+        if at is None:
+            return ErrorSite(message, where_text, types)
+        place = (str(at[0]), int(at[1]), int(at[2]))
+        return ErrorSite(message, where(self.instruction_at(*place)), types, place)
 
     def fallback(self, index: int) -> ir.Instruction:
         return self.fallbacks[index]

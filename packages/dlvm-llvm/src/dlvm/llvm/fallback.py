@@ -2,11 +2,13 @@
 native code.
 
 A plugin defines an instruction once (`dlvm.ir.define`), with its type rule and numpy
-semantics, and may add its LLVM lowering to `LOWER` (or its scalar rule to `SCALAR`, for an
+semantics, and may give it native code (`rules.py`: `lowering_rule`, or `scalar_rule` for an
 element-wise one). Without one, compiled code still runs it: it passes the operands (tensors)
 to Python, which evaluates the instruction as the interpreter does and hands back a buffer
 allocated the way the pool's large buffers are (so native code frees it with the rest).
-Control flow, calls and everything else stay native.
+Control flow, calls and everything else stay native. The callback, `dlvm_evaluate`, is a
+symbol of this process only: emitted assembly and object files that call it are warned
+about (`target.py`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dlvm.ir.runtime import ExecutionError, numpy_dtype
 from dlvm.ir.types import TensorType
 
 from .emit import declare, gep, i64
-from .function import CompileError, FunctionLowering, make_tensor
+from .function import CompileError, FunctionLowering, locate, make_tensor
 from .layout import I1, I8, I32, I64, PTR, scalar_type
 from .runtime import CTX_RNG, HEADER_BYTES
 
@@ -36,14 +38,6 @@ PYTHON_ERROR = "<the error of the instruction's numpy semantics>"
 _libc = ctypes.CDLL(None)
 _memalign = _libc.posix_memalign
 _memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
-
-
-def locate(inst: Instruction) -> list[Any]:
-    """Where an instruction is, stably across processes: (function, block, index)."""
-    block = inst.block
-    assert block is not None and block.function is not None
-    fn = block.function
-    return [fn.name, fn.blocks.index(block), block.instructions.index(inst)]
 
 
 def lower_fallback(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
@@ -81,7 +75,9 @@ def lower_fallback(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
     out = result_slot(fl, ll.ArrayType(I64, 2 + rank))
     fn = declare(fl.unit.llmod, "dlvm_evaluate", I32, [I64, I64, PTR, PTR])
     local = len(fl.unit.fallbacks)
-    fl.unit.fallbacks.append(locate(inst))
+    place = locate(inst)
+    assert place is not None, "an instruction being lowered is in a function"
+    fl.unit.fallbacks.append(list(place))
     # the executable numbers its instructions across objects: it stores where this
     # object's numbers start when it loads it
     base = b.load(fl.unit.fallback_base(), typ=I64)

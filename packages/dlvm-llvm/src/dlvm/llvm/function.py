@@ -86,11 +86,14 @@ class CompileError(Exception):
 @dataclass(frozen=True)
 class ErrorSite:
     """A run-time error the code can raise: its message (with `{0}`…`{3}` for the values the
-    code records) and where, as the interpreter says it."""
+    code records) and where, as the interpreter says it. `at` is the instruction's place
+    (see `locate`): code loaded from the cache may serve a module read from another file,
+    whose locations `where` is made from again."""
 
     message: str
     where: str = ""
     types: bool = False  # the first parameter is a stack item type id
+    at: tuple[str, int, int] | None = None
 
     def format(self, params: Sequence[int], type_names: Sequence[str] = ()) -> str:
         values: list[object] = list(params)
@@ -106,6 +109,24 @@ def where(inst: Instruction | None) -> str:
         return ""
     loc = f"{inst.location}: " if inst.location is not None else ""
     return f"{loc}'{inst.opcode}': "
+
+
+def locate(inst: Instruction) -> tuple[str, int, int] | None:
+    """Where an instruction is, stably across processes and across modules of the same
+    text: (function, block, index); None for one outside a function."""
+    block = inst.block
+    if block is None or block.function is None:
+        return None
+    fn = block.function
+    return (fn.name or "", fn.blocks.index(block), block.instructions.index(inst))
+
+
+def instruction_at(module: Module, at: Sequence[Any]) -> Instruction:
+    """The instruction at a place `locate` gave (in a module of the same text)."""
+    function, block, index = at
+    fn = module.function(function)
+    assert fn is not None, f"no function '@{function}'"
+    return fn.blocks[int(block)].instructions[int(index)]
 
 
 # ---------------------------------------------------------------- the compile unit
@@ -146,7 +167,10 @@ class CompileUnit:
 
     def site(self, message: str, inst: Instruction | None = None, prefix: str | None = None,
              types: bool = False) -> int:
-        s = ErrorSite(message, where(inst) if prefix is None else prefix, types)
+        if prefix is None:
+            s = ErrorSite(message, where(inst), types, locate(inst) if inst else None)
+        else:
+            s = ErrorSite(message, prefix, types)
         index = self.site_index.get(s)
         if index is None:
             index = self.site_index[s] = len(self.sites)

@@ -9,7 +9,8 @@ the loop still vectorizes): a rule raises a flag, and the loop checks it once at
 Semantics are numpy's, as the interpreter's: integers wrap at their storage width, integer
 division truncates toward zero and fails on zero, `min`/`max` propagate NaN, comparisons with
 NaN are false except `notEqual`, float→int casts truncate (saturating where numpy's result
-is undefined). A plugin adds a rule for its own element-wise instruction to this table.
+is undefined). A plugin adds a rule for its own element-wise instruction to this table with
+`dlvm.llvm.scalar_rule` (`rules.py`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ from .layout import F32, I1, scalar_type
 
 @dataclass
 class ScalarEmitter:
-    """What a rule may use: the builder, the math functions, error flags."""
+    """What a rule may use: `b`, llvmlite's `IRBuilder` at the element being computed;
+    `math(name, *xs)`, a function of the target's math library (`exp`, `log`, `tanh`,
+    `erf`, `pow`, `sin`, …); `intrinsic(name, *xs)`, an LLVM intrinsic of the operands' type
+    (`fabs`, `sqrt`, `floor`, `minimum`, …); `error_if(cond, inst, message)`, a run-time
+    error; `operand_dtype(inst, field)` and `result_dtype(inst)`, DLVM data types."""
 
     b: ll.IRBuilder
     math_call: Callable[[ll.IRBuilder, str, Sequence[ll.Value]], ll.Value]

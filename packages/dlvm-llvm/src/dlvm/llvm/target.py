@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 
 import dlvm.ir as ir
+from dlvm.ir.plugin import PluginWarning
 from dlvm.ir.target import check_option
 
+from . import jit
 from .executable import LLVMExecutable
-
-
-def pipeline_names(text: str) -> list[str]:
-    return [spec.name for spec in ir.parse_pipeline(text)]
+from .function import CompileUnit, instruction_at
+from .optimize import optimized
 
 
 def default_threads() -> int:
@@ -27,7 +28,8 @@ class LLVMCPUTarget(ir.Target):
     """Native code for the host CPU.
 
     `passes`: the pipeline run before code generation, on a copy (default `O3`, which fuses
-    element-wise code into kernels; "" for none; skipped when dlvm-opt is not installed);
+    element-wise code into kernels; "" for none; skipped, with a warning, when dlvm-opt is
+    not installed);
     `threads`: cores that large kernels split over (default: all the process may use);
     `opt_level`: LLVM's optimization level 0–3; `cache`: keep compiled code on disk
     (`$DLVM_CACHE_DIR`); `specialize`: a build per argument shapes (else one build with the
@@ -64,11 +66,7 @@ class LLVMCPUTarget(ir.Target):
     def prepare(self, module: ir.Module) -> ir.Module:
         """The module as code generation sees it: verified, and optimized on a copy."""
         ir.verify(module)
-        if self.passes and all(ir.registry().has("pass", n) or ir.registry().has("pipeline", n)
-                               for n in pipeline_names(self.passes)):
-            module = ir.clone(module)
-            ir.run_passes(module, self.passes)
-        return module
+        return optimized(module, self.passes, self.name)
 
     def compile(self, module: ir.Module) -> ir.Executable:
         module = self.prepare(module)
@@ -80,16 +78,40 @@ class LLVMCPUTarget(ir.Target):
 
     def emit(self, module: ir.Module, what: str) -> str | bytes:
         """Every function of the module (with its own types) as optimized LLVM IR, assembly
-        for the host, or an object file."""
+        for the host, or an object file. Assembly or an object file that calls back into
+        Python (for an instruction without a lowering rule, or for `random`) comes with a
+        warning: the symbols it calls exist only inside a DLVM process."""
         if what not in self.emits:
             return super().emit(module, what)
-        from . import jit
-        from .function import CompileUnit
-
         module = self.prepare(module)
         unit = CompileUnit(module, module.name or "module", export=True)
         for fn in module.functions:
             if fn.blocks and "kernel" not in fn.attributes:
                 unit.function(unit.specializer.spec(fn))
         unit.lower_all()
+        if what in CALLBACK_WARNED:
+            warn_callbacks(unit, CALLBACK_WARNED[what])
         return jit.emit(str(unit.llmod), what, self.opt_level)
+
+
+CALLBACK_WARNED = {"asm": "assembly", "obj": "object file"}  # code to link elsewhere
+
+
+def warn_callbacks(unit: CompileUnit, kind: str) -> None:
+    """Say what the emitted code runs by calling back into Python: instructions without a
+    lowering rule (`dlvm_evaluate`), and `random` (`dlvm_random`, numpy's generator)."""
+    if unit.fallbacks:
+        opcodes = dict.fromkeys(instruction_at(unit.module, place).opcode
+                                for place in unit.fallbacks)
+        names = ", ".join(f"'{op}'" for op in opcodes)
+        have = "have" if len(opcodes) > 1 else "has"
+        warnings.warn(f"target 'llvm-cpu': the {kind} calls back into Python for {names}, "
+                      f"which {have} no lowering rule, through the symbol 'dlvm_evaluate', "
+                      "undefined outside a DLVM process (a plugin gives its instruction "
+                      "native code with dlvm.llvm.scalar_rule or lowering_rule)",
+                      PluginWarning, stacklevel=3)
+    if "dlvm_random" in unit.llmod.globals:
+        warnings.warn(f"target 'llvm-cpu': the {kind} calls back into Python for 'random' "
+                      "(numpy's generator, so that every target draws the same numbers) "
+                      "through the symbol 'dlvm_random', undefined outside a DLVM process",
+                      stacklevel=3)
