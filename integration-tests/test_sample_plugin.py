@@ -1,6 +1,6 @@
 """The example plugin (examples/plugin), installed from its own wheel, adds a pass, an
-instruction with its derivative rules, a target and a command; and a broken plugin next to
-it does not stop anything."""
+instruction with its derivative rules, a target, a front end and commands; and a broken
+plugin next to it does not stop anything."""
 
 import json
 import subprocess
@@ -61,7 +61,8 @@ def inputs(tmp_path: Path) -> Path:
 def test_plugins_lists_the_pass_target_and_instruction_with_their_distribution() -> None:
     out = dlvm("plugins")
     assert out.returncode == 0, out.stderr
-    for name in ("sample-double-negation", "sample-counting", "softsign", "dlvm-sample-plugin"):
+    for name in ("sample-double-negation", "sample-counting", "softsign", "sample-chain",
+                 "dlvm-sample-plugin"):
         assert name in out.stdout
     data = json.loads(dlvm("plugins", "--json").stdout)
     softsign_entry = next(i for i in data["instructions"] if i["name"] == "softsign")
@@ -167,3 +168,77 @@ def test_a_broken_plugin_is_reported_and_everything_else_works() -> None:
     verify = dlvm("verify", "-", input=NEGATIONS)
     assert verify.returncode == 0, verify.stderr
     assert "Traceback" not in verify.stderr
+
+
+CHAIN = EXAMPLE / "twice-softsign.chain"
+
+
+@needs_sample
+def test_the_plugin_front_end_reads_chain_files_for_every_command(tmp_path: Path,
+                                                                   inputs: Path) -> None:
+    out_file = tmp_path / "out.npz"
+    out = dlvm("exec", str(CHAIN), "-f", "f", "--args", str(inputs), "-o", str(out_file))
+    assert out.returncode == 0, out.stderr
+    np.testing.assert_allclose(np.load(out_file)["out0"], 2 * softsign(-X), rtol=1e-6)
+    printed = dlvm("opt", str(CHAIN))
+    assert printed.returncode == 0, printed.stderr
+    assert "softsign %0.0: <3 x f32>" in printed.stdout
+
+
+@needs_sample
+def test_a_bad_chain_file_is_one_located_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.chain"
+    bad.write_text("input 3 x f32\nnegate\n  dot 2\n")
+    out = dlvm("verify", str(bad))
+    assert out.returncode == 1
+    assert out.stderr == (f"dlvm: error: {bad}:3:3: error: 'dot' is not an element-wise "
+                          "instruction of one or two operands\n")
+
+
+@needs_sample
+def test_load_module_reads_a_chain_file_in_python() -> None:
+    code = f"""
+import numpy as np
+import dlvm.ir as ir
+m = ir.load_module({str(CHAIN)!r})
+print(float(ir.compile(m, target="interp")["f"](np.array([1.0, 0.0, -3.0], np.float32))[2]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == pytest.approx(1.5)
+
+
+@needs_sample
+def test_the_trace_command_shows_each_instruction_and_its_value(inputs: Path) -> None:
+    out = dlvm("sample", "trace", str(CHAIN), "--args", str(inputs))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "%0.0 = negate %x: <3 x f32>"
+    assert lines[1] == "    = [ 2. -0. -3.]"
+    assert lines[-1] == "return %0.2: <3 x f32>"
+
+
+@needs_sample
+def test_the_plugin_target_takes_the_options_every_target_accepts(inputs: Path) -> None:
+    run = ("exec", str(EXAMPLE / "softsign.dl"), "-f", "f", "--target", "sample-counting",
+           "--args", str(inputs))
+    assert dlvm(*run, "--seed", "1", "--timeout", "30").returncode == 0
+    bounded = dlvm(*run, "--max-steps", "1")
+    assert bounded.returncode == 1
+    assert "'@f' exceeded the limit of 1 steps" in bounded.stderr
+    refused = dlvm(*run, "--target-option", "seed=-1")
+    assert refused.stderr == ("dlvm: error: target 'sample-counting': option 'seed' must be "
+                              "at least 0, found -1\n")
+
+
+@needs_sample
+def test_the_plugin_target_counts_instructions_through_the_interpreters_hook() -> None:
+    from dlvm_sample_plugin.target import CountingExecutable, CountingTarget
+
+    import dlvm.ir as ir
+
+    exe = CountingTarget().compile(ir.parse(NEGATIONS))
+    assert isinstance(exe, CountingExecutable)
+    np.testing.assert_allclose(exe["f"](X), X + 1)
+    assert (exe.calls, exe.instructions) == (1, 4)

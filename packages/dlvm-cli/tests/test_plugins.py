@@ -184,10 +184,12 @@ def install(root: Path, dist: str, entry_point: str, source: str) -> None:
     (info / "entry_points.txt").write_text(f"[dlvm.plugins]\n{entry_point} = {module}\n")
 
 
-def dlvm(root: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """`dlvm ARGS…` in a fresh process that also sees the distributions in `root`."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DLVM_DEBUG", "DLVM_DISABLE_PLUGIN_AUTOLOAD", "DLVM_STRICT_PLUGINS")}
+def dlvm(root: Path, *args: str, input: str | None = None,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`dlvm ARGS…` in a fresh process that also sees the distributions in `root`, with the
+    variables of `env` set."""
+    env = {**{k: v for k, v in os.environ.items() if k not in (
+        "DLVM_DEBUG", "DLVM_DISABLE_PLUGIN_AUTOLOAD", "DLVM_STRICT_PLUGINS")}, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "dlvm.cli", *args], input=input,
                           capture_output=True, text=True, env=env, timeout=120, check=False)
@@ -260,3 +262,116 @@ def test_a_pass_name_clash_keeps_both_plugins(tmp_path: Path, double: Path) -> N
     assert theirs.returncode == 0, theirs.stderr
     assert "my cse ran" not in theirs.stderr
     assert dlvm(tmp_path, "opt", str(double), "-p", "O2").returncode == 0  # dlvm-opt's own use
+
+
+def test_time_passes_and_stats_name_a_shadowed_pass_by_its_qualified_name(
+        tmp_path: Path, double: Path) -> None:
+    install(tmp_path, "aaa-cse", "tropical", CSE_PLUGIN)
+    result = dlvm(tmp_path, "opt", str(double), "-p", "cse,tropical:cse,opt:cse", "--stats",
+                  "--time-passes", "--print-after-all")
+    assert result.returncode == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.endswith("changed")] == [
+        "cse: unchanged", "tropical:cse: unchanged", "cse: unchanged"]
+    assert re.search(r"│ tropical:cse +│", result.stderr)
+    assert "IR Dump After tropical:cse (unchanged)" in result.stderr
+
+
+# ------------------------------------------------------------------ notes and strict mode
+
+
+UNKNOWN_OPCODE = """\
+func @f: (f32) -> f32 {
+'entry(%x: f32):
+    %y = frobnicate %x: f32
+    return %y: f32
+}
+"""
+BROKEN_NOTE = ("dlvm: note: plugin 'broken' (dlvm-broken) failed to load: RuntimeError: "
+               "kaboom [not markup]; see 'dlvm plugins'")
+
+
+@pytest.fixture
+def broken_registry(fresh_registry: None) -> None:
+    """dlvm-ir's built-ins and one plugin that failed, as the process-wide registry."""
+    reg = make_registry(autoload=False)
+    reg.add_plugin(BrokenPlugin(), PluginInfo("broken", "dlvm-broken", "9.9"))
+    set_registry(reg)
+
+
+@pytest.mark.usefixtures("broken_registry")
+def test_an_unknown_instruction_notes_failed_plugins(invoke: Invoke, tmp_path: Path) -> None:
+    path = tmp_path / "f.dl"
+    path.write_text(UNKNOWN_OPCODE)
+    result = invoke("verify", str(path))
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"{path}:3:10: error: unknown instruction 'frobnicate'"
+    assert lines[-1] == BROKEN_NOTE
+
+
+@pytest.mark.usefixtures("broken_registry")
+def test_an_unknown_target_notes_failed_plugins(invoke: Invoke, double: Path) -> None:
+    result = invoke("exec", str(double), "-f", "f", "--target", "mystery")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "dlvm: error: unknown target 'mystery'; known: interp", BROKEN_NOTE]
+
+
+@pytest.mark.usefixtures("broken_registry")
+@pytest.mark.parametrize(("suffix", "package"), [(".tel", "dlvm-tel"), (".onnx", "dlvm-onnx"),
+                                                 (".py", "dlvm-nnkit")])
+def test_a_file_whose_front_end_is_missing_names_its_package(
+        invoke: Invoke, tmp_path: Path, suffix: str, package: str) -> None:
+    path = tmp_path / f"model{suffix}"
+    path.write_text('print("a model")\n')
+    result = invoke("verify", str(path))
+    assert result.exit_code == 1
+    error, note = result.stderr.splitlines()
+    assert error.startswith(f"dlvm: error: cannot read '{path}': {suffix} files are read by ")
+    assert error.endswith(f"(it is provided by {package}: pip install {package})")
+    assert note == BROKEN_NOTE
+
+
+FAILING_ON_IMPORT = 'raise RuntimeError("the plugin cannot start")'
+# Strict mode stops at the first plugin that fails: block the one the integration tests
+# install, so that the plugin under test is that one.
+STRICT = {"DLVM_STRICT_PLUGINS": "1", "DLVM_DISABLE_PLUGINS": "dlvm-broken-plugin"}
+
+
+def test_strict_plugins_shows_a_loading_error_with_its_traceback(tmp_path: Path,
+                                                                 double: Path) -> None:
+    install(tmp_path, "dlvm-failing", "failing", FAILING_ON_IMPORT)
+    relaxed = dlvm(tmp_path, "verify", str(double))
+    assert relaxed.returncode == 0, relaxed.stderr
+    assert "Traceback" not in relaxed.stderr
+    strict = dlvm(tmp_path, "verify", str(double), env=STRICT)
+    assert strict.returncode == 1
+    assert strict.stderr.startswith("Traceback (most recent call last):")
+    assert "RuntimeError: the plugin cannot start\nraised while loading plugin 'failing' " \
+        "(dlvm-failing) (DLVM_STRICT_PLUGINS=1)" in strict.stderr
+
+
+def test_strict_plugins_shows_an_exit_on_import_as_an_error(tmp_path: Path,
+                                                            double: Path) -> None:
+    install(tmp_path, "dlvm-exiting", "exiting", "raise SystemExit(3)")
+    strict = dlvm(tmp_path, "verify", str(double), env=STRICT)
+    assert strict.returncode == 1
+    assert "Traceback" in strict.stderr
+    assert ("RegistryError: plugin 'exiting' (dlvm-exiting) failed to load: SystemExit: 3"
+            in strict.stderr)
+
+
+def test_strict_plugins_shows_a_failure_to_register_commands(tmp_path: Path,
+                                                             double: Path) -> None:
+    install(tmp_path, "dlvm-bad-commands", "bad-commands", """
+        from dlvm.ir.plugin import hookimpl
+
+        @hookimpl
+        def register_commands(app):
+            raise ValueError("no such option")
+    """)
+    strict = dlvm(tmp_path, "verify", str(double), env=STRICT)
+    assert strict.returncode == 1
+    assert "ValueError: no such option" in strict.stderr
+    assert ("RegistryError: plugin 'bad-commands' (dlvm-bad-commands) failed to register "
+            "commands: ValueError: no such option") in strict.stderr

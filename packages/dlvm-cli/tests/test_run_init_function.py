@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import dlvm.ir as ir
-from dlvm.cli.inputs import frontend_for
 
 Invoke = Callable[..., Any]
 
@@ -133,8 +132,8 @@ init_seed = 3
 epochs = 2
 learning_rate = 0.05
 batch_size = 8
-checkpoint = "out/params.npz"
-metrics = "out/metrics.jsonl"
+checkpoint = "params.npz"
+metrics = "metrics.jsonl"
 """
 
 
@@ -158,15 +157,20 @@ def run(invoke: Invoke, project: Path, *args: str) -> Any:
     return invoke("run", str(project / "pipeline.toml"), "--quiet", *args)
 
 
+def latest(project: Path) -> Path:
+    """The newest run's folder."""
+    return project / "out" / "pipeline" / "latest"
+
+
 def checkpoint(project: Path) -> dict[str, np.ndarray]:
-    with np.load(project / "out" / "params.npz") as ckpt:
+    with np.load(latest(project) / "params.npz") as ckpt:
         return {k: ckpt[k] for k in ckpt.files}
 
 
 def reference_init(project: Path, seed: int, name: str = "init") -> tuple[np.ndarray, ...]:
     """What the interpreter seeded with `seed` makes of `@name`."""
     path = str(project / "model.dl")
-    return tuple(ir.compile(frontend_for(path)(path), "interp", seed=seed).call(name))
+    return tuple(ir.compile(ir.load_module(path), "interp", seed=seed).call(name))
 
 
 def one_error(invoke: Invoke, project: Path, *args: str) -> str:
@@ -176,7 +180,7 @@ def one_error(invoke: Invoke, project: Path, *args: str) -> str:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
-    assert not (project / "out" / "params.npz").exists()
+    assert not list(project.glob("out/pipeline/*/params.npz"))
     return lines[0]
 
 
@@ -189,11 +193,11 @@ def test_the_init_function_makes_the_parameters_and_training_runs(invoke: Invoke
     np.testing.assert_array_equal(checkpoint(project)["b"], b)
     np.testing.assert_array_equal(b, np.full(3, 0.1, np.float32))  # the splat
     assert not np.array_equal(w, reference_init(project, seed=99)[0])
-    done = run(invoke, project, "--overwrite")
+    done = run(invoke, project)
     assert done.exit_code == 0, done.stderr
     assert int(checkpoint(project)["epoch"]) == 2
     records = [json.loads(line) for line in
-               (project / "out" / "metrics.jsonl").read_text().splitlines()]
+               (latest(project) / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2]
     assert records[1]["loss"] < records[0]["loss"]
 
@@ -201,7 +205,7 @@ def test_the_init_function_makes_the_parameters_and_training_runs(invoke: Invoke
 def test_the_same_seed_gives_the_same_parameters_another_seed_others(invoke: Invoke,
                                                                      project: Path) -> None:
     def initial(seed: int) -> np.ndarray:
-        done = run(invoke, project, "--overwrite", *UNCHANGED,
+        done = run(invoke, project, *UNCHANGED,
                    "--set", f"train.init_seed={seed}")
         assert done.exit_code == 0, done.stderr
         return checkpoint(project)["w"]
@@ -226,7 +230,7 @@ def test_load_and_resume_take_precedence(invoke: Invoke, project: Path) -> None:
     done = run(invoke, project, "--set", 'train.load="start.npz"', *UNCHANGED)
     assert done.exit_code == 0, done.stderr
     np.testing.assert_array_equal(checkpoint(project)["w"], np.ones((4, 3), np.float32))
-    done = run(invoke, project, "--overwrite", "--set", "train.epochs=1")
+    done = run(invoke, project, "--set", "train.epochs=1")
     assert done.exit_code == 0, done.stderr
     after_one = checkpoint(project)["w"]
     # resuming never runs the init function again (this one would fail)
@@ -288,4 +292,4 @@ def test_a_failing_or_nonfinite_init_function_is_one_line(invoke: Invoke, projec
                                                           name: str, expected: str) -> None:
     line = one_error(invoke, project, "--set", f'train.init_function="{name}"')
     assert line.startswith(expected.format(module=project / "model.dl"))
-    assert not (project / "out" / "metrics.jsonl").exists()
+    assert not list(project.glob("out/pipeline/*/metrics.jsonl"))

@@ -1,14 +1,15 @@
 """The hooks: what the plugin provides, by name, with lazy `"module:attr"` factories.
 
 This module is imported whenever the registry loads (every `dlvm` command), so it imports
-nothing but `dlvm.ir.plugin`: the pass and the target are imported only when used.
+nothing but `dlvm.ir.plugin`: the pass, the target and the front end are imported only when
+used.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dlvm.ir.plugin import RegisterPass, RegisterTarget, hookimpl
+from dlvm.ir.plugin import RegisterFrontend, RegisterPass, RegisterTarget, hookimpl
 
 if TYPE_CHECKING:
     import typer
@@ -35,9 +36,18 @@ def register_targets(register: RegisterTarget) -> None:
 
 
 @hookimpl
+def register_frontends(register: RegisterFrontend) -> None:
+    # `dlvm verify/opt/exec/run` read `.chain` files with it; `ir.load_module` does too.
+    register("sample-chain", "dlvm_sample_plugin.frontend:load_file",
+             "a chain of element-wise steps", suffixes=(".chain",))
+
+
+@hookimpl
 def register_commands(app: typer.Typer) -> None:
     # dlvm-cli's hook (it exists only where dlvm-cli is installed): one sub-app, `dlvm sample`.
     import typer
+
+    from .commands import trace
 
     sample = typer.Typer(help="Commands of the sample plugin.")
 
@@ -46,4 +56,5 @@ def register_commands(app: typer.Typer) -> None:
         """Say hello."""
         typer.echo(f"hello, {name}, from dlvm-sample-plugin")
 
+    sample.command()(trace)
     app.add_typer(sample, name="sample")

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import sys
 import tomllib
-from collections.abc import Callable
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dlvm.ir as ir
@@ -30,19 +29,12 @@ def read_stdin() -> bytes:
     return stream.read().encode("utf-8", "surrogateescape")
 
 
-def frontend_for(path: str) -> Callable[[str], Module]:
-    """The registered front end whose suffixes match `path`; DLVM text by default."""
-    suffix = PurePath(path).suffix
-    for entry in ir.registry().entries["frontend"].values():
-        if entry.alias_of is None and suffix and suffix in entry.options.get("suffixes", ()):
-            loaded: Callable[[str], Module] = entry.load()
-            return loaded
-    return ir.parse_file
-
-
-def load_module(path: str, *, verify: bool = True) -> Module:
-    """Parse (and by default verify) `path`, or stdin for `-`."""
-    module = ir.parse(read_stdin(), STDIN_NAME) if path == STDIO else frontend_for(path)(path)
+def load_module(path: str, *, frontend: str | None = None, verify: bool = True) -> Module:
+    """The module in `path` (read as `dlvm.ir.load_module` reads it), or IR text from stdin
+    for `-`; verified unless told not."""
+    if path != STDIO:
+        return ir.load_module(path, frontend, verify=verify)
+    module = ir.parse(read_stdin(), STDIN_NAME)
     if verify:
         ir.verify(module)
     return module

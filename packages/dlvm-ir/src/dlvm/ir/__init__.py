@@ -13,10 +13,11 @@ verifier, analyses, pass manager, plugin registry and reference interpreter.
     f = ir.compile(m, target="interp")["f"]      # or the fastest installed target: target=None
     print(f(np.arange(3, dtype=np.float32)))    # 3.0
 
+`ir.load_module(path)` reads a file through the front end for it (`.dl`, `.tel`, …);
 `ir.Builder` builds functions in Python (`b.add(x, y)`, `b.dot(a, w)`, `b.ret(v)`);
-`ir.define` adds an instruction; plugins add passes, targets and front ends through the
-entry-point group `dlvm.plugins` (see docs/plugins.md). The language is specified in
-docs/ir-reference.md.
+`ir.define` adds an instruction; `dlvm.ir.patterns` helps passes match IR; plugins add
+passes, targets and front ends through the entry-point group `dlvm.plugins` (see
+docs/plugins.md). The language is specified in docs/ir-reference.md.
 """
 
 from . import instructions as _instructions  # registers the instruction set
@@ -42,12 +43,14 @@ from .core import (
     Value,
 )
 from .diagnostics import Diagnostic, DiagnosticError, DlvmError, Location, Source
+from .frontends import FrontendError, load_module
 from .link import link
 from .opdef import OPS, OpDef, TypeRuleError, define, ensure_instructions, lookup
 from .parser import parse, parse_file
 from .passes import FunctionPass, Pass, PassContext, PassError, PassManager, PassRecord
 from .pipeline import PipelineError, build_pipeline, parse_pipeline
 from .plugin import (
+    NotedError,
     PluginWarning,
     RegisterEngine,
     RegisterFrontend,
@@ -85,6 +88,8 @@ from .types import (
     TensorType,
     TupleType,
     Type,
+    scalar,
+    tensor,
 )
 from .verifier import verify
 
@@ -109,6 +114,7 @@ __all__ = [
     "DlvmError",
     "Executable",
     "ExecutionError",
+    "FrontendError",
     "Function",
     "FunctionPass",
     "FunctionType",
@@ -118,6 +124,7 @@ __all__ = [
     "Pass",
     "PassContext",
     "PassError",
+    "RegistryError",
     "Target",
     "TensorType",
     "TupleType",
@@ -128,6 +135,7 @@ __all__ = [
     "constant",
     "define",
     "link",
+    "load_module",
     "parse",
     "parse_file",
     "print_function",
@@ -135,5 +143,7 @@ __all__ = [
     "registry",
     "replace_all_uses",
     "run_passes",
+    "scalar",
+    "tensor",
     "verify",
 ]

@@ -31,6 +31,7 @@ from .core import (
     Value,
 )
 from .opdef import OpDef, TypeRuleError, lookup
+from .plugin import RegistryError, failed_plugin_notes
 from .types import F32, DataType, FunctionType, TensorType, TupleType, Type
 
 _USE_KINDS = ("use", "literal_use")
@@ -94,7 +95,7 @@ class Builder(InstructionMethods):
                ) -> Instruction:
         op = lookup(opcode)
         if op is None:
-            raise ValueError(f"unknown instruction '{opcode}'")
+            raise RegistryError(f"unknown instruction '{opcode}'", notes=failed_plugin_notes())
         values = self._fields(op, args, fields)
         inst = Instruction(op, values, name=name)
         try:
@@ -158,7 +159,10 @@ class Builder(InstructionMethods):
     def __getattr__(self, opcode: str) -> Any:
         name = "return" if opcode == "ret" else opcode.rstrip("_")
         if lookup(name) is None:
-            raise AttributeError(opcode)
+            if opcode.startswith("_"):
+                raise AttributeError(opcode)
+            raise AttributeError("\n".join([f"the builder has no instruction '{opcode}'",
+                                            *(f"note: {n}" for n in failed_plugin_notes())]))
         return lambda *args, **kw: self.create(name, *args, **kw)
 
     # ------------------------------------------------------------ conveniences

@@ -2,6 +2,11 @@
 
 It walks blocks and calls each instruction's `evaluate` from its `OpDef`,
 so the interpreter itself knows only control flow, calls and literals.
+
+Two ways in, for tools and plugins: `observe(inst, frame, value)` is called after every
+instruction (a tracer, a profiler, a check of every intermediate value), and a subclass
+may override `Interpreter.evaluate` to change what some instructions compute while the
+walk, the limits and the error reporting stay the same. Unused, neither costs anything.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +34,7 @@ from .core import (
     ScalarLiteral,
     Value,
 )
+from .diagnostics import DlvmError
 from .runtime import (
     EnumValue,
     ExecutionError,
@@ -83,13 +90,20 @@ class Frame:
         return self.interp.call_function(fn, args)
 
 
+Observe = Callable[[Instruction, "Frame", Any], None]
+"""`observe(inst, frame, value)`: called after each instruction with its result (None for a
+terminator); `frame.get(v)` reads any value computed so far in the same call."""
+
+
 class Interpreter:
     """Runs a module's functions; `max_steps` (instructions) and `timeout` (seconds) bound
-    each call from outside, so a program that loops forever ends with an error."""
+    each call from outside, so a program that loops forever ends with an error, and
+    `observe` (see `Observe`) watches every instruction run."""
 
     def __init__(self, module: Module, seed: int = 0, max_steps: int | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, *, observe: Observe | None = None) -> None:
         self.module = module
+        self.observe = observe
         self.rng = np.random.default_rng(seed)
         self.depth = 0
         self.max_steps = max_steps
@@ -200,6 +214,7 @@ class Interpreter:
         block = fn.entry
         arg_checks = self.arg_checks
         bounded = self.max_steps is not None or self.timeout is not None
+        execute = self.execute if self.observe is None else self.execute_observed
         while True:
             if bounded:
                 self.count_steps(fn, len(block.instructions))
@@ -211,7 +226,7 @@ class Interpreter:
             for a, v in zip(block.arguments, args, strict=True):
                 values[a] = v
             for inst in block.instructions:
-                out = self.execute(inst, frame)
+                out = execute(inst, frame)
                 if isinstance(out, Jump):
                     block, args = out.block, out.args
                     break
@@ -259,6 +274,13 @@ class Interpreter:
         if check:
             check_conforms(value, fn.type_.result, self.module, f"the result of '@{fn.name}'")
 
+    def execute_observed(self, inst: Instruction, frame: Frame) -> Any:
+        """`execute`, then `observe` with the instruction's value (None after a terminator)."""
+        out = self.execute(inst, frame)
+        assert self.observe is not None
+        self.observe(inst, frame, None if isinstance(out, Jump | Return) else out)
+        return out
+
     def execute(self, inst: Instruction, frame: Frame) -> Any:
         """Run one instruction; its failures name it and where it is written."""
         try:
@@ -271,8 +293,9 @@ class Interpreter:
             raise located(inst, f"out of memory ({e or 'allocation failed'})") from None
 
     def evaluate(self, inst: Instruction, frame: Frame) -> Any:
-        """The instruction's numpy semantics (a target running the same walk over the blocks
-        overrides this, and keeps `execute`'s error reporting)."""
+        """The instruction's numpy semantics. A subclass that computes some instructions
+        differently overrides this and calls `super().evaluate(inst, frame)` for the rest;
+        `execute` keeps naming the instruction in errors."""
         evaluate = inst.op.evaluate
         if evaluate is None:
             raise _no_semantics(inst)
@@ -292,10 +315,14 @@ def located(inst: Instruction, problem: str) -> ExecutionError:
 
 
 class InterpExecutable(Executable):
+    """A module run by an `Interpreter` (or by `interpreter`, an instance of a subclass)."""
+
     def __init__(self, module: Module, seed: int = 0, max_steps: int | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, *, observe: Observe | None = None,
+                 interpreter: Interpreter | None = None) -> None:
         self.module = module
-        self.interpreter = Interpreter(module, seed, max_steps, timeout)
+        self.interpreter = interpreter if interpreter is not None else Interpreter(
+            module, seed, max_steps, timeout, observe=observe)
 
     def call(self, name: str, *args: Any) -> tuple[np.ndarray, ...]:
         return flatten_results(self.interpreter.call(name, list(args)))
@@ -312,21 +339,27 @@ class InterpTarget(Target):
     """The numpy reference interpreter.
 
     `seed` seeds the `random` instruction; `max_steps` bounds the instructions one call
-    may execute and `timeout` its seconds (None: no bound).
+    may execute and `timeout` its seconds (None: no bound); `observe` (from Python only,
+    `ir.compile(m, target="interp", observe=fn)`) is called after every instruction.
     """
 
     name = "interp"
     seed: int = 0
     max_steps: int | None = None
     timeout: float | None = None
+    observe: Observe | None = None
 
     def __post_init__(self) -> None:
         check_option("seed", self.seed, int, minimum=0)
         check_option("max_steps", self.max_steps, int, minimum=1, optional=True)
         check_option("timeout", self.timeout, float, minimum=0, optional=True)
+        if self.observe is not None and not callable(self.observe):
+            raise DlvmError("target option 'observe' must be a function "
+                            f"observe(inst, frame, value), found {self.observe!r}")
 
     def compile(self, module: Module) -> Executable:
         from .verifier import verify
 
         verify(module)
-        return InterpExecutable(module, self.seed, self.max_steps, self.timeout)
+        return InterpExecutable(module, self.seed, self.max_steps, self.timeout,
+                                observe=self.observe)

@@ -34,8 +34,9 @@ from .core import (
     ScalarLiteral,
     Value,
 )
-from .diagnostics import DiagnosticError, DiagnosticSink, Source
+from .diagnostics import Diagnostic, DiagnosticError, DiagnosticSink, Source
 from .opdef import Piece, TypeRuleError, lookup
+from .plugin import failed_plugin_notes
 from .types import (
     INVALID,
     STACK,
@@ -121,6 +122,7 @@ class Parser:
         self.forward_uses = 0  # placeholders handed out so far (uses before definitions)
         self.function: Function | None = None
         self.block: Block | None = None
+        self.unknown_opcodes = False  # a plugin that failed to load may have defined them
 
     # ------------------------------------------------------------ tokens
 
@@ -583,6 +585,7 @@ class Parser:
         op_tok = self.expect(lx.IDENT, "an instruction")
         op = lookup(op_tok.text)
         if op is None:
+            self.unknown_opcodes = True
             self.fail(f"unknown instruction '{op_tok.text}'", op_tok)
         fields: dict[str, Any] = {}
         forward_uses = self.forward_uses
@@ -690,6 +693,7 @@ class Parser:
         if t.kind == lx.IDENT and t.text not in ("true", "false", "zero"):
             op = lookup(self.advance().text)
             if op is None:
+                self.unknown_opcodes = True
                 self.fail(f"unknown combinator '{t.text}'", t)
             return op.name
         return self.parse_use()
@@ -1053,13 +1057,14 @@ def parse(text: str | bytes, filename: str = "<input>") -> Module:
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as e:
-            from .diagnostics import Diagnostic
-
             raise DiagnosticError([Diagnostic(f"{filename}: input is not UTF-8 text ({e.reason} "
                                               f"at byte {e.start})")]) from None
     parser = Parser(text, filename)
     module = parser.parse_module()
     parser.sink.sort()
+    if parser.unknown_opcodes:
+        parser.sink.diagnostics.extend(Diagnostic(n, severity="note")
+                                       for n in failed_plugin_notes())
     parser.sink.raise_if_failed()
     return module
 
@@ -1071,7 +1076,5 @@ def parse_file(path: str) -> Module:
     try:
         data = p.read_bytes()
     except OSError as e:
-        from .diagnostics import Diagnostic
-
         raise DiagnosticError([Diagnostic(f"cannot read '{path}': {e.strerror}")]) from None
     return parse(data, str(path))

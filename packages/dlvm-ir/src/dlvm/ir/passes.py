@@ -9,7 +9,9 @@ can print the IR after each pass, time passes and collect statistics.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
@@ -17,6 +19,8 @@ from typing import Any, ClassVar, get_type_hints
 
 from .core import Function, Module
 from .diagnostics import DiagnosticError, DlvmError
+
+REGISTERED_NAME = "_registered_name"  # the instance attribute `set_registered_name` sets
 
 
 class PassError(DlvmError):
@@ -36,19 +40,28 @@ class PassContext:
 
 
 @dataclass
-class Pass:
+class Pass(ABC):
     """Base of module passes; subclasses are dataclasses whose fields are options."""
 
     name: ClassVar[str] = "pass"
     summary: ClassVar[str] = ""
 
+    @abstractmethod
     def run(self, module: Module, ctx: PassContext) -> bool:
-        raise NotImplementedError(f"pass '{self.name}' does not implement run()")
+        """Transform `module`; returns whether anything changed."""
 
     @classmethod
     def option_types(cls) -> dict[str, Any]:
         hints = get_type_hints(cls)
         return {f.name: hints[f.name] for f in fields(cls)}
+
+    @property
+    def display_name(self) -> str:
+        """The name statistics, timings and errors show: the registry name the pass was
+        built from (`tropical:cse` for a plugin's `cse` that dlvm-opt's shadows), else its
+        class's `name`."""
+        registered: str | None = getattr(self, REGISTERED_NAME, None)
+        return registered or self.name
 
     def describe(self) -> str:
         """The pass as pipeline text, with the options that differ from their defaults."""
@@ -63,7 +76,7 @@ class Pass:
                 default = MISSING
             if value != default:
                 opts.append(f"{f.name}={format_option(value)}")
-        return self.name + ("{" + " ".join(opts) + "}" if opts else "")
+        return self.display_name + ("{" + " ".join(opts) + "}" if opts else "")
 
 
 @dataclass
@@ -78,8 +91,16 @@ class FunctionPass(Pass):
                 changed = True
         return changed
 
+    @abstractmethod
     def run_on_function(self, fn: Function, ctx: PassContext) -> bool:
-        raise NotImplementedError(f"pass '{self.name}' does not implement run_on_function()")
+        """Transform `fn` (a function with a body); returns whether anything changed."""
+
+
+def set_registered_name(p: Pass, name: str) -> None:
+    """Remember the registry name `p` was built from, for `Pass.display_name` (set
+    whatever the pass's own `__setattr__`; a pass with `__slots__` keeps its class's name)."""
+    with contextlib.suppress(AttributeError):
+        object.__setattr__(p, REGISTERED_NAME, name)
 
 
 def format_option(value: Any) -> str:
@@ -159,7 +180,7 @@ class PassManager:
             except DlvmError:
                 raise
             except RecursionError:
-                raise PassError(f"pass '{p.name}' exceeded the recursion limit") from None
+                raise PassError(f"pass '{p.display_name}' exceeded the recursion limit") from None
             seconds = time.perf_counter() - start
             after = count_instructions(module)
             if changed:
@@ -170,7 +191,7 @@ class PassManager:
             if self.print_after is not None:
                 self.print_after(p, module, changed)
             if verify_each and changed:
-                self.verify(module, p.name)
+                self.verify(module, p.display_name)
             unverified = verify_each and not changed
         if unverified:  # an unchanged module needs no check, unless a pass misreported
             self.verify(module, records[-1].name)

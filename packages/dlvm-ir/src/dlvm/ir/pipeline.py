@@ -11,22 +11,26 @@ from __future__ import annotations
 import re
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .diagnostics import DlvmError
-from .passes import Pass
-from .plugin import Registry, RegistryError, registry
+from .passes import Pass, set_registered_name
+from .plugin import NotedError, Registry, RegistryError, failed_plugin_notes, registry
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+(?::[A-Za-z0-9_.\-]+)?")  # or plugin:name
 MAX_EXPANSION_DEPTH = 16
 
 
-class PipelineError(DlvmError):
-    def __init__(self, message: str, text: str = "", column: int | None = None) -> None:
+class PipelineError(NotedError):
+    """Bad pipeline text, an unknown pass or a bad option; `notes` name the plugins that
+    failed to load when a name is unknown."""
+
+    def __init__(self, message: str, text: str = "", column: int | None = None, *,
+                 notes: Sequence[str] = ()) -> None:
         if column is not None:
             message = f"pipeline column {column + 1}: {message}"
-        super().__init__(message)
+        super().__init__(message, notes=notes)
         self.text = text
         self.column = column
 
@@ -141,7 +145,8 @@ def convert_option(value: Any, hint: Any, what: str) -> Any:
 
 
 def make_pass(name: str, options: dict[str, Any], reg: Registry | None = None) -> Pass:
-    """Instantiate a registered pass with options (text or already-typed values)."""
+    """Instantiate a registered pass with options (text or already-typed values); it is
+    shown by the name it is registered under (`Registry.display_name`)."""
     reg = reg or registry()
     entry = reg.entry("pass", name)
     types_ = entry.load().option_types()
@@ -152,6 +157,7 @@ def make_pass(name: str, options: dict[str, Any], reg: Registry | None = None) -
             raise PipelineError(f"pass '{name}' has no option '{key}' (options: {known})")
         kwargs[key] = convert_option(value, types_[key], f"option '{key}' of pass '{name}'")
     made: Pass = entry.create(**kwargs)
+    set_registered_name(made, reg.display_name(entry))
     return made
 
 
@@ -174,9 +180,9 @@ def build_pipeline(text: str, reg: Registry | None = None, _depth: int = 0) -> l
             pipelines = reg.names("pipeline")
             if pipelines and "; known: " in message:
                 message += f"; pipelines: {', '.join(pipelines)}"
-            raise PipelineError(message, text, spec.column)
+            raise PipelineError(message, text, spec.column, notes=failed_plugin_notes(reg))
         try:
             passes.append(make_pass(spec.name, spec.options, reg))
         except RegistryError as e:
-            raise PipelineError(str(e), text, spec.column) from None
+            raise PipelineError(e.message, text, spec.column, notes=e.notes) from None
     return passes

@@ -25,12 +25,13 @@ import importlib
 import inspect
 import os
 import re
+import shlex
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import pluggy
 
@@ -42,6 +43,7 @@ from .target import Target
 
 PROJECT = "dlvm"
 ENTRY_POINT_GROUP = "dlvm.plugins"
+STRICT_ENV = "DLVM_STRICT_PLUGINS"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -67,6 +69,17 @@ KNOWN_PROVIDERS: dict[str, str] = {
     "ray": "dlvm-ray",
 }
 
+
+def install_hint(*requirements: str) -> str:
+    """How every message says to install what is missing: `pip install dlvm-ad`.
+
+    The distribution's name works from an index and from a checkout's wheels
+    (`pip install --find-links dist dlvm-ad`, as the README's "Installing" says); a
+    requirement with extras or a version (`dlvm-llvm-gpu[libdevice]`) is quoted for the shell.
+    """
+    return " ".join(["pip install", *map(shlex.quote, requirements)])
+
+
 KINDS = ("pass", "target", "frontend", "pipeline", "engine")
 # The keyword options each kind's `register` callback accepts (see the Register* protocols).
 OPTIONS: dict[str, frozenset[str]] = {
@@ -80,7 +93,25 @@ OPTIONS: dict[str, frozenset[str]] = {
 NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
-class RegistryError(DlvmError):
+class NotedError(DlvmError):
+    """An error followed by notes: lines that may explain it, such as a plugin that failed
+    to load and so registered nothing.
+
+    `str(e)` is the message and then a `note: …` line per note, so that a library user sees
+    them; the `dlvm` command prints `message` as its error and each of `notes` as a
+    `dlvm: note: …` line.
+    """
+
+    def __init__(self, message: str, *, notes: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.notes = list(notes)
+
+    def __str__(self) -> str:
+        return "\n".join([self.message, *(f"note: {n}" for n in self.notes)])
+
+
+class RegistryError(NotedError):
     """An unknown or conflicting name in the registry, or a plugin's object that failed."""
 
 
@@ -340,8 +371,8 @@ class Registry:
                 raise
             info.fail(e)
             self.plugins.append(info)
-            if _strict():
-                raise
+            if strict_mode():
+                raise_strictly(e, info)
             return
         self.plugins.append(info)
         for entry in staged:
@@ -388,8 +419,8 @@ class Registry:
             except BaseException as e:  # SystemExit too: one plugin must not end the process
                 info.fail(e)
                 self.plugins.append(info)
-                if _strict():
-                    raise
+                if strict_mode():
+                    raise_strictly(e, info)
                 continue
             self.add_plugin(plugin, info)
 
@@ -411,13 +442,23 @@ class Registry:
         """The registration of a plain or qualified (`plugin:name`) name."""
         e = self.entries[kind].get(name) or self.qualified[kind].get(name)
         if e is None:
-            raise RegistryError(self.unknown(kind, name))
+            raise RegistryError(self.unknown(kind, name), notes=failed_plugin_notes(self))
         return e
+
+    def display_name(self, e: Entry) -> str:
+        """The name that designates `e` in messages and statistics: its plain name where that
+        is `e`'s (`cse`), else its qualified one (`tropical:cse`, shadowed by dlvm-opt's);
+        an alias shows the name it stands for."""
+        name = e.alias_of or e.name
+        plain = self.entries[e.kind].get(name)
+        if plain is not None and plain.plugin is e.plugin:
+            return name
+        return f"{e.plugin.key}:{name}"
 
     def unknown(self, kind: str, name: str) -> str:
         provider = KNOWN_PROVIDERS.get(name)
         if provider is not None:
-            return f"{kind} '{name}' is provided by {provider}: pip install {provider}"
+            return f"{kind} '{name}' is provided by {provider}: {install_hint(provider)}"
         pool = [*self.entries[kind], *self.qualified[kind]] if ":" in name else self.entries[kind]
         close = difflib.get_close_matches(name, pool, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -505,8 +546,31 @@ def _package(module: str) -> str:
     return ".".join(parts[:2]) if parts[0] == "dlvm" else parts[0]
 
 
-def _strict() -> bool:
-    return bool(os.environ.get("DLVM_STRICT_PLUGINS"))
+def strict_mode() -> bool:
+    """Whether `DLVM_STRICT_PLUGINS` asks for a plugin's loading error to be raised (and the
+    `dlvm` command to show it with its traceback) instead of recorded."""
+    return bool(os.environ.get(STRICT_ENV))
+
+
+def raise_strictly(error: BaseException, info: PluginInfo) -> NoReturn:
+    """Raise a plugin's loading error in strict mode: the error itself, with a note naming
+    the plugin (its traceback shows where it came from), except that an exit (`SystemExit`)
+    becomes a `RegistryError` caused by it, so that it cannot end a program without a word."""
+    if isinstance(error, Exception):
+        error.add_note(f"raised while loading {info.label} ({STRICT_ENV}=1)")
+        raise error
+    raise RegistryError(f"{info.label} failed to load: {describe_error(error)}") from error
+
+
+def failed_plugin_notes(reg: Registry | None = None) -> list[str]:
+    """A note for each plugin of `reg` that failed, for errors about something missing:
+    what a failed plugin registers is not there. Without `reg`, the process-wide registry's,
+    if it has been built (this never builds it)."""
+    reg = reg if reg is not None else _REGISTRY
+    if reg is None:
+        return []
+    return [f"{p.label} failed to load: {p.error}; see 'dlvm plugins'"
+            for p in reg.plugins if p.status == "failed"]
 
 
 _REGISTRY: Registry | None = None
@@ -570,7 +634,8 @@ def unrelated_dlvm_installed() -> bool:
     return True
 
 
-__all__ = ["ENTRY_POINT_GROUP", "FIRST_PARTY", "PROJECT", "Clash", "Entry", "Hooks",
-           "PluginInfo", "PluginWarning", "RegisterFrontend", "RegisterPass", "RegisterPipeline",
-           "RegisterTarget", "Registry", "RegistryError", "describe_error", "hookimpl",
-           "hookspec", "make_registry", "registry", "set_registry", "unrelated_dlvm_installed"]
+__all__ = ["ENTRY_POINT_GROUP", "FIRST_PARTY", "PROJECT", "STRICT_ENV", "Clash", "Entry",
+           "Hooks", "NotedError", "PluginInfo", "PluginWarning", "RegisterEngine",
+           "RegisterFrontend", "RegisterPass", "RegisterPipeline", "RegisterTarget", "Registry",
+           "RegistryError", "describe_error", "failed_plugin_notes", "hookimpl", "hookspec",
+           "make_registry", "registry", "set_registry", "strict_mode", "unrelated_dlvm_installed"]

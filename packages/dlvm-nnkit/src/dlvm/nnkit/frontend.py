@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 
 import dlvm.ir as ir
-from dlvm.ir import DlvmError
+from dlvm.ir import DlvmError, FrontendError
 
 from .staging import DerivativeFunction, Program, StagedFunction
 
@@ -28,12 +28,12 @@ def load_file(path: str) -> ir.Module:
         frames = [f for f in traceback.extract_tb(e.__traceback__)
                   if Path(f.filename).resolve() == Path(path).resolve()]
         where = f"{path}:{frames[-1].lineno}" if frames else path
-        raise DlvmError(f"{where}: error: {type(e).__name__}: {e}") from None
+        raise FrontendError(f"{where}: error: {type(e).__name__}: {e}") from None
     staged = [(name, value) for name, value in names.items()
               if isinstance(value, StagedFunction) and not name.startswith("_")]
     if not staged:
-        raise DlvmError(f"{path}: error: the file defines no staged function (make them "
-                        "with nnkit.lambda_, @nnkit.function or nnkit.gradient)")
+        raise FrontendError(f"{path}: error: the file defines no staged function (make them "
+                            "with nnkit.lambda_, @nnkit.function or nnkit.gradient)")
     program = Program(Path(path).stem)
     for name, fn in staged:
         if not fn.named:
@@ -45,8 +45,8 @@ def load_file(path: str) -> ir.Module:
         else:
             specs = fn.arg_specs
         if specs is None:
-            raise DlvmError(f"{path}: error: '{name}' declares no argument types (give them "
-                            "as annotations or to lambda_) so it cannot be staged on its own")
+            raise FrontendError(f"{path}: error: '{name}' declares no argument types (give them "
+                                "as annotations or to lambda_) so it cannot be staged on its own")
         try:
             program.function(fn, tuple(specs))
         finally:

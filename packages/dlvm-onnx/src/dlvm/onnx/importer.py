@@ -67,13 +67,13 @@ class Importer:
             onnx.checker.check_model(model)
         except (onnx.checker.ValidationError, Exception) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ir.DlvmError(f"{source}: error: not a valid ONNX model: {first}") from None
+            raise ir.FrontendError(f"{source}: error: not a valid ONNX model: {first}") from None
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           0)
         if self.opset < MIN_OPSET:
-            raise ir.DlvmError(f"{source}: error: the model uses opset {self.opset}; DLVM "
-                               f"imports opsets {MIN_OPSET} and later (convert it with "
-                               "onnx.version_converter)")
+            raise ir.FrontendError(f"{source}: error: the model uses opset {self.opset}; DLVM "
+                                   f"imports opsets {MIN_OPSET} and later (convert it with "
+                                   "onnx.version_converter)")
         self.model = model
         self.graph = model.graph
         self.freeze = freeze
@@ -146,8 +146,8 @@ class Importer:
         t = info.type.tensor_type
         dt = DTYPES.get(t.elem_type)
         if dt is None or not info.type.HasField("tensor_type"):
-            raise ir.DlvmError(f"{self.source}: error: input '{info.name}' has a type DLVM "
-                               "does not import (tensors of float, int or bool elements)")
+            raise ir.FrontendError(f"{self.source}: error: input '{info.name}' has a type DLVM "
+                                   "does not import (tensors of float, int or bool elements)")
         dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
         return TensorType(dims, dt)
 
@@ -157,8 +157,8 @@ class Importer:
             return v
         if isinstance(v, np.ndarray):
             return array_literal(b, v)
-        raise ir.DlvmError(f"{self.source}: error: output '{name}' is not computed by the "
-                           "graph")
+        raise ir.FrontendError(f"{self.source}: error: output '{name}' is not computed by the "
+                               "graph")
 
     # ------------------------------------------------------------ nodes
 
@@ -383,10 +383,10 @@ def load(model: str | Path | onnx.ModelProto, *, freeze: bool = False,
         try:
             model = onnx.load(str(model))
         except FileNotFoundError:
-            raise ir.DlvmError(f"cannot read '{source}': no such file") from None
+            raise ir.FrontendError(f"cannot read '{source}': no such file") from None
         except Exception as e:
-            raise ir.DlvmError(f"{source}: error: not an ONNX model ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else 'unreadable'})"
-                               ) from None
+            raise ir.FrontendError(f"{source}: error: not an ONNX model ({type(e).__name__}: "
+                                   f"{str(e).splitlines()[0] if str(e) else 'unreadable'})"
+                                   ) from None
         name = name or Path(source).stem
     return Importer(model, freeze=freeze, name=name, source=source).run()

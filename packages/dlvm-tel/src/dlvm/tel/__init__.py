@@ -32,8 +32,8 @@ def compile(text: str, filename: str = "<tel>") -> ir.Module:
     try:
         return generate(check(parse(text, filename)))
     except RecursionError:
-        raise ir.DlvmError(f"{filename}: error: an expression is nested too deeply to compile "
-                           "(thousands of levels): split it into hidden declarations") from None
+        raise ir.FrontendError(f"{filename}: error: an expression is nested too deeply to compile "
+                               "(thousands of levels): split it into hidden declarations") from None
     finally:
         sys.setrecursionlimit(limit)
 
@@ -47,6 +47,6 @@ def read_source(path: str | Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
-        raise ir.DlvmError(f"cannot read '{path}': it is not UTF-8 text") from None
+        raise ir.FrontendError(f"cannot read '{path}': it is not UTF-8 text") from None
     except OSError as e:
-        raise ir.DlvmError(f"cannot read '{path}': {e.strerror or e}") from None
+        raise ir.FrontendError(f"cannot read '{path}': {e.strerror or e}") from None
