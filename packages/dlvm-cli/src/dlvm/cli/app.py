@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import re
 import warnings
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 from typer.main import get_command_name
 
 from dlvm.cli import errors
+from dlvm.cli.command_tree import adjust_tree, debug_asked, hide_flag_placeholder
+
+if TYPE_CHECKING:
+    from dlvm.ir.plugin import Registry
 
 CORE_COMMANDS = ("verify", "opt", "compile", "exec", "run", "plugins")
-DEBUG_KEY = "debug"
+DISTRIBUTION_PREFIX = "dlvm-"
 
 
 def click_exception_types() -> tuple[type[BaseException], ...]:
@@ -32,7 +37,40 @@ def click_exception_types() -> tuple[type[BaseException], ...]:
 
 
 class DlvmGroup(TyperGroup):
-    """The root command group; turns every error a command raises into a message and exit 1."""
+    """The root command group; turns every error a command raises into a message and exit 1.
+
+    Every command under it, plugin ones included, accepts `--debug` and shows its flags
+    without a placeholder (`dlvm.cli.command_tree`); an unknown command name is followed
+    by the notes on plugins that failed, as other unknown names are.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        adjust_tree(self)
+        self.unknown_command_seen = False
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The root's options, Typer's completion options (added after `__init__`) too."""
+        params: list[Any] = super().get_params(ctx)
+        for param in params:
+            hide_flag_placeholder(param)
+        return params
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        self.unknown_command_seen = False
+        try:
+            return super().main(*args, **kwargs)
+        finally:  # after click's "No such command" message, as notes follow errors
+            if self.unknown_command_seen:
+                errors.note_failed_plugins()
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except click_exception_types():
+            if not ctx.resilient_parsing:  # shell completion stays quiet
+                self.unknown_command_seen = True
+            raise
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -43,7 +81,7 @@ class DlvmGroup(TyperGroup):
         except BrokenPipeError:
             raise  # Typer's main silences the pipe and exits quietly
         except Exception as e:
-            if ctx.params.get(DEBUG_KEY) or errors.debug_from_env():
+            if debug_asked(ctx) or errors.debug_from_env():
                 raise
             raise typer.Exit(errors.report(e)) from None
 
@@ -70,16 +108,29 @@ def plugin_warnings_reported() -> Iterator[None]:
 
 
 def show_version(value: bool) -> None:
+    """Every installed `dlvm-*` distribution with its version, one per line."""
     if not value:
         return
-    versions = []
-    for dist in ("dlvm-cli", "dlvm-ir"):
-        try:
-            versions.append(f"{dist} {importlib.metadata.version(dist)}")
-        except importlib.metadata.PackageNotFoundError:
-            versions.append(f"{dist} (not installed)")
-    typer.echo(", ".join(versions))
+    versions = installed_versions()
+    typer.echo("\n".join(f"{name} {version}" for name, version in versions.items())
+               if versions else "no dlvm-* distribution is installed")
     raise typer.Exit()
+
+
+def installed_versions() -> dict[str, str]:
+    """`{normalized name: version}` of the installed `dlvm-*` distributions, by name; the
+    first found on the path wins, as for imports (the unrelated `dlvm` is not one of them)."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = normalized_name(dist.metadata["Name"] or "")
+        if name.startswith(DISTRIBUTION_PREFIX) and name not in found:
+            found[name] = dist.version
+    return dict(sorted(found.items()))
+
+
+def normalized_name(name: str) -> str:
+    """A distribution name as PEP 503 compares them: `DLVM_Opt` is `dlvm-opt`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def root(
@@ -92,6 +143,21 @@ def root(
     """DLVM: verify, optimize and execute DLVM IR, with passes and targets from plugins."""
 
 
+def module_inputs_help(reg: Registry) -> str:
+    """What FILE may be, from the front ends installed now: shown under the module commands'
+    `--help`."""
+    readers: list[str] = []
+    for name in reg.names("frontend"):
+        entry = reg.entries["frontend"][name]
+        suffixes = entry.options.get("suffixes", ()) if entry.alias_of is None else ()
+        readers.extend(f"{suffix} ({name}, {entry.plugin.distribution})" for suffix in suffixes)
+    stdin = "'-' reads DLVM IR text from stdin"
+    if not readers:
+        return f"FILE is a module in DLVM IR text; {stdin}."
+    return (f"FILE is a module, in a file that an installed front end reads: "
+            f"{', '.join(readers)}; {stdin}.")
+
+
 def build_app() -> typer.Typer:
     """The app with the core commands only (plugins add theirs in `dlvm.cli.main`)."""
     from dlvm.cli.commands.compile import compile_
@@ -100,15 +166,17 @@ def build_app() -> typer.Typer:
     from dlvm.cli.commands.plugins import plugins
     from dlvm.cli.commands.run import run
     from dlvm.cli.commands.verify import verify
+    from dlvm.ir.plugin import registry
 
     app = typer.Typer(cls=DlvmGroup, name="dlvm", no_args_is_help=True,
                       pretty_exceptions_enable=False,
                       context_settings={"help_option_names": ["-h", "--help"]})
     app.callback()(root)
-    app.command("verify")(verify)
-    app.command("opt")(opt)
-    app.command("compile")(compile_)
-    app.command("exec")(exec_)
+    inputs = module_inputs_help(registry())
+    app.command("verify", epilog=inputs)(verify)
+    app.command("opt", epilog=inputs)(opt)
+    app.command("compile", epilog=inputs)(compile_)
+    app.command("exec", epilog=inputs)(exec_)
     app.command("run")(run)
     app.command("plugins")(plugins)
     return app

@@ -62,15 +62,15 @@ def print_diagnostics(exc: Any) -> None:
 def report(exc: BaseException) -> int:
     """Print `exc` for a user and return the exit code; never raises."""
     try:
-        from dlvm.ir import DiagnosticError, DlvmError, PipelineError, RegistryError
+        from dlvm.ir import DiagnosticError, DlvmError, NotedError
     except Exception:  # dlvm.ir itself is broken: all we can say is what went wrong
         return internal_error(exc)
     if isinstance(exc, DiagnosticError):
         print_diagnostics(exc)
     elif isinstance(exc, DlvmError):
-        error(str(exc) or type(exc).__name__)
-        if isinstance(exc, RegistryError | PipelineError):
-            note_failed_plugins()
+        message = exc.message if isinstance(exc, NotedError) else str(exc)
+        error(message or type(exc).__name__)
+        note_failed_plugins(exc)
     elif isinstance(exc, MemoryError):
         out_of_memory(exc)
     else:
@@ -109,14 +109,19 @@ def warnings_reported() -> Iterator[None]:
         yield
 
 
-def note_failed_plugins() -> None:
-    """An unknown name may come from a plugin that failed to load: say so."""
+def note_failed_plugins(exc: BaseException | None = None) -> None:
+    """An unknown name may come from a plugin that failed to load: say so, in a
+    `dlvm: note: …` line per plugin. With `exc`, its notes (a `dlvm.ir.plugin.NotedError`'s,
+    which dlvm-ir builds for every failed lookup); without, the registry's failed plugins."""
+    if exc is not None:
+        for line in getattr(exc, "notes", ()):
+            note(line)
+        return
     try:
-        from dlvm.ir.plugin import registry
+        from dlvm.ir.plugin import failed_plugin_notes, registry
 
-        failed = [p for p in registry().plugins if p.status == "failed"]
+        lines = failed_plugin_notes(registry())
     except Exception:
         return
-    for p in failed:
-        note(f"plugin '{p.name}' ({p.distribution}) failed to load: {p.error}; "
-             "see 'dlvm plugins'")
+    for line in lines:
+        note(line)

@@ -19,9 +19,11 @@ class CliHooks:
 
     @hookspec
     def register_commands(self, app: typer.Typer) -> None:
-        """Add commands to `app`, preferably as one sub-app: `app.add_typer(sub, name="gpu")`.
+        """Add commands to `app`: top-level ones (`app.command("hello")(hello)`) or a
+        sub-app (`app.add_typer(sub, name="gpu")`), which keeps several commands together.
 
         A plugin must not reuse a command name that exists (the core `verify`, `opt`,
-        `exec`, `run`, `plugins`, or another plugin's): if it does, or if the hook raises,
-        everything it added is removed and `dlvm plugins` shows it as failed.
+        `compile`, `exec`, `run`, `plugins`, or another plugin's): if it does, or if the
+        hook raises, everything it added is removed and `dlvm plugins` shows it as failed.
+        Every command added accepts `--debug` like the core ones.
         """

@@ -40,10 +40,20 @@ def main(argv: list[str] | None = None) -> NoReturn:
         silence_stdout()
         code = errors.EXIT_FAILURE
     except Exception as e:
-        if debug:
+        if debug or plugins_strict():
             raise
         code = errors.report(e)
     sys.exit(finish(code))
+
+
+def plugins_strict() -> bool:
+    """`DLVM_STRICT_PLUGINS=1`: a plugin's loading error is raised rather than recorded,
+    and shown with its traceback (the point of the variable), not as a one-line error."""
+    try:
+        from dlvm.ir.plugin import strict_mode
+    except Exception:  # dlvm.ir itself is broken: report that, as any other error
+        return False
+    return strict_mode()
 
 
 def run(args: list[str]) -> int | str | None:
@@ -66,7 +76,7 @@ def make_app(*, debug: bool = False) -> typer.Typer:
 
 
 def debug_requested(args: list[str]) -> bool:
-    """`--debug` among the options (before any `--`), or `DLVM_DEBUG=1`."""
+    """`--debug` anywhere before a `--` (every command accepts it), or `DLVM_DEBUG=1`."""
     options = args[: args.index("--")] if "--" in args else args
     return "--debug" in options or errors.debug_from_env()
 
@@ -91,8 +101,11 @@ def add_plugin_commands(app: typer.Typer, reg: Registry, *, debug: bool = False)
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # SystemExit too: one plugin must not end every command
-            from dlvm.ir.plugin import describe_error
+            from dlvm.ir.plugin import RegistryError, describe_error, strict_mode
 
+            if strict_mode():
+                raise RegistryError(f"{plugin_label(reg, impl.plugin_name)} failed to register "
+                                    f"commands: {describe_error(e)}") from e
             plugin_failed(reg, impl.plugin_name, describe_error(e))
             if debug:
                 traceback.print_exception(e, file=sys.stderr)

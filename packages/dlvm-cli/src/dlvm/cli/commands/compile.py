@@ -14,13 +14,14 @@ from typing import Annotated
 import typer
 
 import dlvm.ir as ir
+from dlvm.cli.commands import MODULE_FILE_HELP
 from dlvm.cli.commands.exec_ import check_not_input, resolve_target, target_options
 from dlvm.cli.errors import warnings_reported
 from dlvm.cli.inputs import STDIO, check_output, load_module, write_text
 
 
 def compile_(
-    file: Annotated[str, typer.Argument(metavar="FILE", help="IR file ('-' reads stdin).")],
+    file: Annotated[str, typer.Argument(metavar="FILE", help=MODULE_FILE_HELP)],
     target: Annotated[str | None, typer.Option(
         "--target", "-t", metavar="T", help="Target name (default: the fastest installed).")
     ] = None,
@@ -41,7 +42,7 @@ def compile_(
         "--target-option", metavar="KEY=VALUE",
         help="An option of the target (repeatable; the value is read as TOML).")] = None,
 ) -> None:
-    """Compile an IR file for a target and write its code."""
+    """Compile a module for a target and write its code."""
     if emit == "dlvm":
         emit_dlvm(file, output, passes)
         return

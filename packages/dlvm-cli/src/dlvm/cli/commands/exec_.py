@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 import dlvm.ir as ir
+from dlvm.cli.commands import MODULE_FILE_HELP
 from dlvm.cli.errors import warning, warnings_reported
 from dlvm.cli.inputs import STDIO, assignment, check_output, load_module
 
@@ -31,7 +32,7 @@ OPTIONAL_OPTIONS = ("seed", "max_steps")
 
 
 def exec_(
-    file: Annotated[str, typer.Argument(metavar="FILE", help="IR file ('-' reads stdin).")],
+    file: Annotated[str, typer.Argument(metavar="FILE", help=MODULE_FILE_HELP)],
     function: Annotated[str, typer.Option(
         "--function", "-f", metavar="NAME", help="The function to call, e.g. 'f' or '@f'.")],
     target: Annotated[str | None, typer.Option(
@@ -55,7 +56,7 @@ def exec_(
         "--target-option", metavar="KEY=VALUE",
         help="An option of the target (repeatable; the value is read as TOML).")] = None,
 ) -> None:
-    """Compile an IR file for a target and call one function."""
+    """Compile a module for a target and call one function."""
     target_name = resolve_target(target)  # an unknown target is reported before anything else
     flags = {"seed": seed, "max_steps": max_steps, "timeout": timeout}
     options = target_options(target_name, flags, target_option or [])

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 import dlvm.ir as ir
+from dlvm.cli.commands import MODULE_FILE_HELP
 from dlvm.cli.errors import emit, warnings_reported
 from dlvm.cli.inputs import STDIO, check_output, load_module, write_text
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def opt(
-    file: Annotated[str, typer.Argument(metavar="FILE", help="IR file ('-' reads stdin).")],
+    file: Annotated[str, typer.Argument(metavar="FILE", help=MODULE_FILE_HELP)],
     passes: Annotated[list[str] | None, typer.Option(
         "--passes", "-p", metavar="PIPELINE",
         help="Pipeline text, e.g. 'cse,dce' or 'inline{threshold=40},O2'; repeatable. "
@@ -36,7 +37,7 @@ def opt(
         "--verify-each", help="Verify after every pass, also for modules of over 20,000 "
         "instructions (which are otherwise verified once, at the end).")] = False,
 ) -> None:
-    """Run a pass pipeline on an IR file and print the resulting IR."""
+    """Run a pass pipeline on a module and print the resulting DLVM IR."""
     check_output(output)  # before the passes, which may take long
     module = load_module(file)
     pipeline = ",".join(p for p in passes or [] if p.strip())

@@ -27,8 +27,9 @@ STATUS_STYLES = {"ok": "green", "failed": "bold red", "blocked": "yellow"}
 def plugins(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
-    """List plugins, and every pass, target, front end, pipeline, training engine and
-    instruction with its provider."""
+    """List plugins and every pass, target, front end, pipeline, engine and instruction.
+
+    Each name is shown with the distribution that provides it, with failures and clashes."""
     if unrelated_dlvm_installed():
         warning("the unrelated PyPI package 'dlvm' is installed and may shadow this one's "
                 "namespace: pip uninstall dlvm")

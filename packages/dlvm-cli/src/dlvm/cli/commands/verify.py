@@ -13,11 +13,12 @@ from dlvm.cli.inputs import load_module
 
 def verify(
     files: Annotated[list[str], typer.Argument(
-        metavar="FILE", help="IR files to check ('-' reads stdin).")],
+        metavar="FILE", help="The modules to check: .dl files or sources that installed "
+        "front ends read (listed below); '-' reads DLVM IR text from stdin.")],
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print 'FILE: ok' for each valid file.")] = False,
 ) -> None:
-    """Parse and verify IR files; exit 1 if any is invalid, with all diagnostics on stderr."""
+    """Parse and verify modules; exit 1 if any is invalid, with all diagnostics on stderr."""
     results = [check(path, verbose) for path in files]  # check every file, not just the first
     if not all(results):
         raise typer.Exit(errors.EXIT_FAILURE)
