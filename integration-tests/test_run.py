@@ -1,5 +1,6 @@
 """`dlvm run PIPELINE.toml`: training end to end, resume, overrides, dry run, emit, call,
-and one test per class of validation error (each one line, exit 1, nothing written)."""
+and one test per class of validation error (each one line, exit 1, nothing written).
+Each run writes into its own folder, out/pipeline/<run>/, linked as out/pipeline/latest."""
 
 from __future__ import annotations
 
@@ -30,8 +31,13 @@ def dlvm(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProc
                           capture_output=True, text=True, check=False, cwd=cwd)
 
 
+def latest(project: Path, pipeline: str = "pipeline") -> Path:
+    """The folder of the newest run of `pipeline`.toml (the `latest` link resolved)."""
+    return (project / "out" / pipeline / "latest").resolve()
+
+
 def metrics(project: Path) -> list[dict[str, float]]:
-    lines = (project / "out" / "metrics.jsonl").read_text().splitlines()
+    lines = (latest(project) / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
 
 
@@ -42,7 +48,7 @@ def test_training_lowers_the_loss_checkpoints_and_resumes(project: Path) -> None
     first = metrics(project)
     assert [m["epoch"] for m in first] == [1, 2, 3, 4]
     assert first[-1]["loss"] < first[0]["loss"]
-    with np.load(project / "out" / "params.npz") as ckpt:
+    with np.load(latest(project) / "params.npz") as ckpt:
         assert int(ckpt["epoch"]) == 4 and ckpt["w"].shape == (4, 3)
     resumed = dlvm("run", project / "pipeline.toml", "--resume", "--set", "train.epochs=6")
     assert resumed.returncode == 0, resumed.stderr
@@ -59,7 +65,7 @@ def test_runs_from_another_directory_with_paths_relative_to_the_file(project: Pa
                                                                      tmp_path: Path) -> None:
     done = dlvm("run", project / "pipeline.toml", "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert (project / "out" / "params.npz").is_file()
+    assert (latest(project) / "params.npz").is_file()
     assert not (tmp_path / "out").exists()
 
 
@@ -71,6 +77,7 @@ def test_dry_run_prints_the_resolved_pipeline_and_writes_nothing(project: Path) 
     assert resolved["train"]["parameters"] == ["w", "b"]
     assert resolved["target"]["name"] == "interp"
     assert Path(resolved["module"]["path"]).is_absolute()
+    assert Path(resolved["run"]["folder"]).parent == project / "out" / "pipeline"
     assert not (project / "out").exists()
 
 
@@ -83,18 +90,18 @@ path = "linear.dl"
 [passes]
 pipeline = "differentiation"
 [emit]
-output = "out/optimized.dl"
+output = "optimized.dl"
 [call]
 function = "predict"
-parameters = "out/params.npz"
+parameters = "out/pipeline/latest/params.npz"
 args = ["x.npy"]
-output = "out/scores.npz"
+output = "scores.npz"
 """)
     done = dlvm("run", project / "infer.toml")
     assert done.returncode == 0, done.stderr
     assert "call: out0: float32 (5, 3)" in done.stdout
-    assert "func @dloss" in (project / "out" / "optimized.dl").read_text()
-    with np.load(project / "out" / "scores.npz") as out:
+    assert "func @dloss" in (latest(project, "infer") / "optimized.dl").read_text()
+    with np.load(latest(project, "infer") / "scores.npz") as out:
         assert out["out0"].shape == (5, 3)
 
 
@@ -102,7 +109,7 @@ def test_ctrl_c_stops_after_the_step_and_keeps_the_last_checkpoint(project: Path
     proc = subprocess.Popen([sys.executable, "-m", "dlvm.cli", "run",
                              str(project / "pipeline.toml"), "--set", "train.epochs=100000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    checkpoint = project / "out" / "params.npz"
+    checkpoint = project / "out" / "pipeline" / "latest" / "params.npz"
     deadline = time.monotonic() + 60
     while not checkpoint.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -112,6 +119,8 @@ def test_ctrl_c_stops_after_the_step_and_keeps_the_last_checkpoint(project: Path
     assert "interrupted after epoch" in err and "Traceback" not in err
     with np.load(checkpoint) as ckpt:
         assert int(ckpt["epoch"]) >= 1
+    record = json.loads((latest(project) / "run.json").read_text())
+    assert record["status"] == "interrupted" and record["results"]["epochs"] >= 1
 
 
 # ---------------------------------------------------------------- validation errors
@@ -123,9 +132,15 @@ def run_invalid(project: Path, toml: str, *extra: str) -> list[str]:
     assert done.returncode == 1, done.stdout
     assert "Traceback" not in done.stderr
     assert not (project / "out").exists()
-    lines = done.stderr.strip().splitlines()
+    lines = error_lines(done.stderr)
     assert lines
     return lines
+
+
+def error_lines(stderr: str) -> list[str]:
+    """The lines of `stderr` but the notes (such as those on plugins that failed to load)."""
+    return [line for line in stderr.strip().splitlines()
+            if not line.startswith(("note: ", "dlvm: note: "))]
 
 
 VALID = (FIXTURE / "pipeline.toml").read_text()
@@ -196,9 +211,10 @@ def test_an_override_is_named_in_the_error(project: Path) -> None:
     assert done.stderr.startswith("--set target.name: error: target.name:")
 
 
-def test_resume_without_a_checkpoint(project: Path) -> None:
+def test_resume_without_an_earlier_run(project: Path) -> None:
     lines = run_invalid(project, VALID, "--resume")
-    assert "train.checkpoint: --resume:" in lines[0] and "does not exist yet" in lines[0]
+    assert lines == [f"--resume: error: no earlier run in '{project / 'out' / 'pipeline'}' "
+                     "to continue"]
 
 
 def test_the_schema_document_lists_every_key() -> None:
@@ -223,7 +239,7 @@ def test_the_bundled_example_trains_to_95_percent_and_predicts(tmp_path: Path) -
     assert accuracy >= 95.0
     predicted = dlvm("run", example / "predict.toml")
     assert predicted.returncode == 0, predicted.stderr
-    with np.load(example / "out" / "predictions.npz") as out, \
+    with np.load(example / "out" / "predict" / "latest" / "predictions.npz") as out, \
             np.load(example / "samples.npz") as samples:
         assert np.mean(np.argmax(out["out0"], axis=1) == samples["labels"]) >= 0.8
 
@@ -239,10 +255,13 @@ def test_arguments_that_do_not_match_the_function(project: Path) -> None:
 def test_the_progress_bar_and_the_plain_lines_describe_each_epoch() -> None:
     from dlvm.cli.run.progress import Reporter, describe
 
-    record = {"epoch": 2, "loss": 0.25, "accuracy": 0.9, "examples_per_second": 1234.0}
-    assert describe(record, 5) == "epoch 2/5  loss 0.2500  accuracy 90.0%  1,234 examples/s"
+    record = {"epoch": 2, "loss": 0.25, "accuracy": 0.9, "learning_rate": 0.1,
+              "seconds": 1.5, "examples_per_second": 1234.0}
+    assert describe(record, 5) == ("epoch 2/5  loss 0.2500  accuracy 90.0%  lr 0.1  1.5 s  "
+                                   "1,234 examples/s")
     with Reporter(fancy=True).training(5, 1, 3) as bar:  # a rich progress bar
         bar.step(0.5)
+        bar.evaluating()
         bar.epoch(record)
 
 
@@ -271,7 +290,7 @@ def one_error(project: Path, *args: str, toml: str | None = None) -> str:
         (project / "pipeline.toml").write_text(toml)
     done = run_here(project / "pipeline.toml", *args)
     assert done.exit_code == 1, done.stdout
-    lines = done.stderr.strip().splitlines()
+    lines = error_lines(done.stderr)
     assert len(lines) == 1, done.stderr
     assert "internal error" not in lines[0] and "allow_pickle" not in lines[0]
     return lines[0]
@@ -302,9 +321,10 @@ def test_bad_target_options_are_found_by_a_dry_run(project: Path, options: str,
 
 @pytest.mark.parametrize(("key", "value", "expected"), [
     ("train.checkpoint", '"/tmp"', "train.checkpoint: cannot write '/tmp': '/tmp' is a directory"),
-    ("train.metrics", '"linear.dl/m.jsonl"', "linear.dl' is not a directory"),
-    ("emit.output", '"out"', "emit.output: cannot write"),
-    ("call.output", '"blobs.npz/x/y.npz"', "blobs.npz' is not a directory"),
+    ("train.metrics", '"{project}/linear.dl/m.jsonl"', "linear.dl' is not a directory"),
+    ("emit.output", '"{project}/out"', "emit.output: cannot write"),
+    ("call.output", '"{project}/blobs.npz/x/y.npz"', "blobs.npz' is not a directory"),
+    ("train.metrics", '"../../../linear.dl/m.jsonl"', "linear.dl' is not a directory"),
 ])
 def test_output_paths_are_checked_before_any_work(project: Path, key: str, value: str,
                                                   expected: str) -> None:
@@ -313,7 +333,7 @@ def test_output_paths_are_checked_before_any_work(project: Path, key: str, value
     extra = ["--set", 'call.function="predict"', "--set", 'call.args=["blobs.npz:inputs"]',
              "--set", 'call.parameters="wb.npz"'] if key == "call.output" else []
     extra += ["--set", 'emit.output="x.dl"'] if key != "emit.output" else []
-    line = one_error(project, "--set", f"{key}={value}", *extra)
+    line = one_error(project, "--set", f"{key}={value.format(project=project)}", *extra)
     assert expected in line
     assert list((project / "out").iterdir()) == []
     assert not Path("/tmp.tmp").exists()
@@ -371,8 +391,8 @@ def test_the_wrong_kind_of_file_is_named(project: Path) -> None:
 
 
 def test_a_mismatched_checkpoint_is_found_before_resuming(project: Path) -> None:
-    (project / "out").mkdir()
-    np.savez(project / "out" / "params.npz", w=np.ones((4, 2)), b=np.ones(3), epoch=2)
+    assert run_here(project / "pipeline.toml", "--set", "train.epochs=1").exit_code == 0
+    np.savez(latest(project) / "params.npz", w=np.ones((4, 2)), b=np.ones(3), epoch=2)
     line = one_error(project, "--resume", "--dry-run")
     assert "train.checkpoint: 'params.npz': parameter 'w' has shape <4 x 2>" in line
 
@@ -403,9 +423,11 @@ def test_a_nonfinite_loss_stops_training_and_keeps_the_last_checkpoint(project: 
     assert done.exit_code == 1
     assert done.stderr.strip().splitlines()[-1] == (
         f"dlvm: error: training stopped: the loss is nan at epoch 2, step 1; "
-        f"'{project / 'out' / 'params.npz'}' keeps the parameters after epoch 1 "
+        f"'{latest(project) / 'params.npz'}' keeps the parameters after epoch 1 "
         "(set train.allow_nonfinite = true to go on)")
-    with np.load(project / "out" / "params.npz") as ckpt:
+    record = json.loads((latest(project) / "run.json").read_text())
+    assert record["status"] == "failed" and "the loss is nan" in record["error"]
+    with np.load(latest(project) / "params.npz") as ckpt:
         assert int(ckpt["epoch"]) == 1
     assert [m["epoch"] for m in metrics(project)] == [1]
     allowed = run_here(project / "pipeline.toml", "--resume", "--set", poisoned,
@@ -442,33 +464,30 @@ def test_resuming_at_the_last_epoch_says_there_is_nothing_to_do(project: Path) -
 
 def test_an_output_that_is_an_input_is_refused(project: Path) -> None:
     source = (project / "linear.dl").read_text()
-    line = one_error(project, "--set", 'emit.output="linear.dl"')
+    line = one_error(project, "--set", f'emit.output="{project / "linear.dl"}"')
     assert "emit.output: " in line and "is also an input (module.path); refusing to " \
                                        "overwrite it" in line
     (project / "alias.dl").symlink_to(project / "linear.dl")
-    line = one_error(project, "--set", 'emit.output="alias.dl"')
+    line = one_error(project, "--set", f'emit.output="{project / "alias.dl"}"')
     assert "is also an input (module.path)" in line
-    line = one_error(project, "--set", 'train.metrics="pipeline.toml"')
+    line = one_error(project, "--set", 'train.metrics="../../../pipeline.toml"')
     assert "is also an input (the pipeline file)" in line
-    line = one_error(project, "--set", 'train.checkpoint="blobs.npz"')
+    line = one_error(project, "--set", f'train.checkpoint="{project / "blobs.npz"}"')
     assert "is also an input (data.path)" in line
-    line = one_error(project, "--set", 'train.metrics="out/params.npz"')
+    line = one_error(project, "--set", 'train.metrics="params.npz"')
     assert "train.metrics: " in line and "is also written as train.checkpoint" in line
     assert (project / "linear.dl").read_text() == source
 
 
 def test_a_fresh_run_does_not_replace_an_earlier_one(project: Path) -> None:
     assert run_here(project / "pipeline.toml", "--set", "train.epochs=2").exit_code == 0
-    before = (project / "out" / "metrics.jsonl").read_text()
-    done = run_here(project / "pipeline.toml")
-    assert done.exit_code == 1
-    assert f"train.checkpoint: '{project / 'out' / 'params.npz'}' is left from an earlier " \
-           "run: pass --resume to continue that run, or --overwrite to start again" \
-           in done.stderr
-    assert (project / "out" / "metrics.jsonl").read_text() == before
-    again = run_here(project / "pipeline.toml", "--overwrite", "--set", "train.epochs=1")
+    first = latest(project)
+    before = (first / "metrics.jsonl").read_text()
+    again = run_here(project / "pipeline.toml", "--set", "train.epochs=1")
     assert again.exit_code == 0, again.stderr
+    assert latest(project) != first
     assert [m["epoch"] for m in metrics(project)] == [1]
+    assert (first / "metrics.jsonl").read_text() == before
     both = run_here(project / "pipeline.toml", "--overwrite", "--resume")
     assert both.exit_code == 1 and "give one of them" in both.stderr
 
@@ -483,26 +502,26 @@ def test_the_metrics_record_is_written_before_the_checkpoint(
     monkeypatch.setattr(train, "save_checkpoint", killed)
     run_here(project / "pipeline.toml")
     assert [m["epoch"] for m in metrics(project)] == [1]
-    assert not (project / "out" / "params.npz").exists()
+    assert not (latest(project) / "params.npz").exists()
 
 
 def test_resume_drops_metrics_beyond_the_checkpoint_and_stale_temporaries(project: Path) -> None:
     assert run_here(project / "pipeline.toml", "--set", "train.epochs=2").exit_code == 0
-    with open(project / "out" / "metrics.jsonl", "a") as f:
+    with open(latest(project) / "metrics.jsonl", "a") as f:
         f.write('{"epoch": 3, "loss": 0.5}\n{"epoch": 4, "lo')  # killed before checkpoint 3
-    (project / "out" / "params.npz.tmp").write_bytes(b"")  # killed while writing one
+    (latest(project) / "params.npz.tmp").write_bytes(b"")  # killed while writing one
     done = run_here(project / "pipeline.toml", "--resume", "--set", "train.epochs=3")
     assert done.exit_code == 0, done.stderr
     assert "dropped the incomplete last line" in done.stderr
     assert "dropped 1 record(s)" in done.stderr and "after epoch 2" in done.stderr
     assert [m["epoch"] for m in metrics(project)] == [1, 2, 3]
-    assert not (project / "out" / "params.npz.tmp").exists()
+    assert not (latest(project) / "params.npz.tmp").exists()
 
 
 def test_resume_notes_metrics_that_are_missing(project: Path) -> None:
     assert run_here(project / "pipeline.toml", "--set", "train.epochs=2").exit_code == 0
-    lines = (project / "out" / "metrics.jsonl").read_text().splitlines()
-    (project / "out" / "metrics.jsonl").write_text(lines[1] + "\n")
+    lines = (latest(project) / "metrics.jsonl").read_text().splitlines()
+    (latest(project) / "metrics.jsonl").write_text(lines[1] + "\n")
     done = run_here(project / "pipeline.toml", "--resume", "--set", "train.epochs=3")
     assert done.exit_code == 0
     assert "lacks the metrics of epoch(s) 1" in done.stderr
@@ -517,7 +536,7 @@ options = { checkpoint = false }
 name = "inline"
 options = { threshold = 5 }
 [emit]
-output = "out/x.dl"
+output = "x.dl"
 """
 
 

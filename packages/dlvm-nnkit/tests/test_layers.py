@@ -89,8 +89,7 @@ def test_an_rnn_cell_in_a_loop_trains_by_backpropagation_through_time() -> None:
 def test_the_nnkit_digits_example_trains_through_dlvm_run(tmp_path: Path) -> None:
     pipeline = ROOT / "examples" / "nnkit-mlp" / "pipeline.toml"
     done = subprocess.run([sys.executable, "-m", "dlvm.cli", "run", str(pipeline), "--quiet",
-                           "--set", f'train.checkpoint="{tmp_path / "params.npz"}"',
-                           "--set", f'train.metrics="{tmp_path / "metrics.jsonl"}"'],
+                           "--set", f'run.dir="{tmp_path}"'],  # its run folder, not examples/
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     found = re.search(r"test accuracy: ([\d.]+)%", done.stdout + done.stderr)

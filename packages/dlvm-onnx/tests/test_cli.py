@@ -65,16 +65,17 @@ def test_the_cnn_fine_tunes_and_is_written_back(tmp_path: Path) -> None:
     found = re.search(r"test accuracy: ([\d.]+)%", result.stdout)
     assert found is not None and float(found.group(1)) > 70.0  # from 10 %: it learns
     tuned = work / "out" / "tuned.onnx"
+    trained = work / "out" / "pipeline" / "latest" / "params.npz"  # the newest run's
     result = run_dlvm("onnx", "update", str(work / "cnn.onnx"), "--params",
-                  str(work / "out" / "params.npz"), "-o", str(tuned))
+                  str(trained), "-o", str(tuned))
     assert result.returncode == 0, result.stderr
-    params = np.load(work / "out" / "params.npz")
+    params = np.load(trained)
     module = dlvm.onnx.load(tuned)
     exe = ir.compile(module, "interp")
     stored = exe.call("init_params")
     names = [n for n in params.files if n != "epoch"]
     for name, value in zip(names, stored, strict=True):
-        np.testing.assert_array_equal(value, params[name])
+        np.testing.assert_array_equal(value, params[name])  # written back and read: exact
     ort = pytest.importorskip("onnxruntime")
     x = np.random.default_rng(2).random((5, 64), dtype=np.float32)
     expected = ort.InferenceSession(str(tuned)).run(None, {"x": x})[0]
@@ -115,7 +116,7 @@ def test_a_loss_of_ones_own_is_linked_into_the_imported_module(tmp_path: Path) -
     result = run_dlvm("run", str(work / "pipeline-smoothed.toml"), "--set",
                       f'data.path="{digits}"', "--set", "train.epochs=3")
     assert result.returncode == 0, result.stderr
-    assert (work / "out" / "smoothed" / "params.npz").exists()
+    assert (work / "out" / "pipeline-smoothed" / "latest" / "params.npz").exists()
     result = run_dlvm("run", str(work / "pipeline-smoothed.toml"), "--set",
                       f'data.path="{digits}"', "--set", 'module.link=["missing.dl"]',
                       "--dry-run")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +47,8 @@ batch_size = 30
 epochs = {epochs}
 learning_rate = 0.3
 shuffle_seed = 0
-checkpoint = "out/params.npz"
-metrics = "out/metrics.jsonl"
+checkpoint = "params.npz"
+metrics = "metrics.jsonl"
 [train.evaluate]
 function = "predict"
 [train.distributed]
@@ -73,13 +74,18 @@ def dlvm(*args: str) -> int:
     return int(e.value.code or 0)
 
 
+def latest(pipeline: Path) -> Path:
+    """The folder of the pipeline's newest run."""
+    return pipeline.parent / "out" / pipeline.stem / "latest"
+
+
 def params(pipeline: Path) -> dict[str, np.ndarray]:
-    with np.load(pipeline.parent / "out" / "params.npz") as npz:
+    with np.load(latest(pipeline) / "params.npz") as npz:
         return {k: npz[k] for k in npz.files}
 
 
 def metrics(pipeline: Path) -> list[dict[str, object]]:
-    text = (pipeline.parent / "out" / "metrics.jsonl").read_text()
+    text = (latest(pipeline) / "metrics.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines()]
 
 
@@ -156,7 +162,7 @@ def test_resume_continues_to_the_one_process_result(
         ray_instance: None, one_process: dict[str, np.ndarray], tmp_path: Path) -> None:
     pipeline = project(tmp_path, "ray", "ray", 2, epochs=1)
     assert dlvm("run", str(pipeline), "--quiet") == 0  # a run stopped after epoch 1
-    with open(pipeline.parent / "out" / "metrics.jsonl", "a") as f:
+    with open(latest(pipeline) / "metrics.jsonl", "a") as f:
         f.write('{"epoch": 2, "lo')  # and killed while writing epoch 2's record
     assert dlvm("run", str(pipeline), "--quiet", "--resume", "--set", "train.epochs=3") == 0
     got = params(pipeline)
@@ -175,7 +181,10 @@ def test_bad_configuration_is_refused_before_any_work(
     pipeline = project(tmp_path, "ray")
     assert dlvm("run", str(pipeline), "--dry-run", "--set", setting) == 1
     err = capsys.readouterr().err
-    assert message in err and len(err.strip().splitlines()) == 1
+    # one error line; notes on plugins that failed to load (the test environment installs a
+    # broken one on purpose) may follow it
+    errors = [line for line in err.strip().splitlines() if not line.startswith("dlvm: note: ")]
+    assert message in err and len(errors) == 1
 
 
 def fresh_process(*args: str) -> tuple[int, str]:
@@ -211,17 +220,27 @@ def test_more_local_workers_than_cpus_are_refused(tmp_path: Path) -> None:
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples"
 
 
+def accuracy(line: str) -> float:
+    """The percentage of a `test accuracy: 97.21%` line."""
+    found = re.fullmatch(r"test accuracy: ([\d.]+)%", line)
+    assert found is not None, line
+    return float(found.group(1))
+
+
 def test_the_example_trains_to_the_local_examples_accuracy(
         ray_instance: None, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    outputs = ["--set", f'train.checkpoint="{tmp_path / "p.npz"}"',
-               "--set", f'train.metrics="{tmp_path / "m.jsonl"}"']
+    outputs = ["--set", f'run.dir="{tmp_path / "ray"}"']  # the run folders, not in examples/
     assert dlvm("run", str(EXAMPLE / "digits-mlp-ray" / "pipeline.toml"), *outputs) == 0
     ray_line = capsys.readouterr().out.strip().splitlines()[-1]
-    outputs = ["--set", f'train.checkpoint="{tmp_path / "q.npz"}"',
-               "--set", f'train.metrics="{tmp_path / "n.jsonl"}"']
+    outputs = ["--set", f'run.dir="{tmp_path / "local"}"']
     assert dlvm("run", str(EXAMPLE / "digits-mlp" / "pipeline.toml"), *outputs) == 0
     local_line = capsys.readouterr().out.strip().splitlines()[-1]
-    assert ray_line == local_line == "test accuracy: 97.21%"
+    ray, local = accuracy(ray_line), accuracy(local_line)
+    # The workers sum the gradient in another order than one process does: the parameters
+    # agree to float64 rounding, and an example at a near tie may go either way, so the
+    # accuracies (of 359 test examples) agree to one example.
+    assert ray == pytest.approx(local, abs=100 / 359)
+    assert local == pytest.approx(97.21, abs=100 / 359)  # the local example's accuracy
 
 
 CLUSTER = """

@@ -35,7 +35,7 @@ def test_the_generated_class_trains_the_recurrent_model(tmp_path: Path) -> None:
     model = api.Sequences(seed=0, target="interp")
     assert list(model.parameters) == ["wx", "wh", "bh", "wy", "by"]
     assert "wx [2 x 16]" in api.Sequences.__doc__
-    np.testing.assert_array_equal(model.bh, np.zeros(16, np.float32))
+    np.testing.assert_array_equal(model.bh, np.zeros(16, np.float32))  # declared constant
     data = np.load(EXAMPLES / "tel-rnn" / "sequences.npz")
     xs, labels = data["sequences"][:256], data["labels"][:256]
     targets = np.eye(2, dtype=np.float32)[labels]
@@ -58,7 +58,7 @@ def test_parameters_are_saved_and_loaded_by_name(tmp_path: Path) -> None:
     a.save(tmp_path / "p.npz")
     b.load(tmp_path / "p.npz")
     x = np.random.default_rng(0).random((3, 64), dtype=np.float32)
-    np.testing.assert_array_equal(a(x), b(x))
+    np.testing.assert_array_equal(a(x), b(x))  # the same code on the same values: exact
     np.savez(tmp_path / "bad.npz", w1=np.zeros((2, 2)))
     with pytest.raises(ValueError, match="no parameter 'b1'"):
         b.load(tmp_path / "bad.npz")

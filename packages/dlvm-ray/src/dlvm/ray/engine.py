@@ -36,6 +36,7 @@ from dlvm.cli.run.train import (
     start_fresh,
     tensor_type,
 )
+from dlvm.ir.plugin import install_hint
 from dlvm.ir.runtime import convert_argument
 
 from .worker import FAULT_VARIABLES, Worker
@@ -58,7 +59,7 @@ class RayEngine(Engine):
             import ray
         except ImportError:
             raise KeyedError(("train", "distributed", "engine"), "the engine 'ray' needs the "
-                             "ray package: pip install 'ray>=2.40'") from None
+                             f"ray package: {install_hint('ray>=2.40')}") from None
         if d.address != "local" and not ray.is_initialized():
             try:  # reachable now, or refused before any work
                 with connected(d):

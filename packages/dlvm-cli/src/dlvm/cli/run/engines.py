@@ -5,7 +5,9 @@
 data-parallel workers; `[train.distributed] engine = NAME` chooses it. An engine checks its
 configuration during validation (`check`, raising `KeyedError` on a `train.distributed` key,
 before any work) and then trains (`train`), writing checkpoints and metrics with the helpers
-of `dlvm.cli.run.train` so that every engine's files and `--resume` behave alike.
+of `dlvm.cli.run.train` (into the run's folder: the spec's paths are already resolved) so that
+every engine's files and `--resume` behave alike, and showing progress through
+`job.reporter.training(…)`, a `progress.Display` that `end_epoch` also reports to.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ def make_engine(spec: DistributedSpec) -> Engine:
     """The engine a pipeline names, from the registry."""
     try:
         engine = ir.registry().entry("engine", spec.engine).create()
+    except ir.NotedError as e:
+        raise KeyedError(("train", "distributed", "engine"), e.message, notes=e.notes) from None
     except ir.DlvmError as e:
         raise KeyedError(("train", "distributed", "engine"), str(e)) from None
     if not isinstance(engine, Engine):

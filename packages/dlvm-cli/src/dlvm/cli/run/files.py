@@ -223,7 +223,12 @@ def save_npz(path: Path, arrays: Mapping[str, Any]) -> None:
 
 def save_text(path: Path, text: str) -> None:
     """`text` as UTF-8 at exactly `path`, atomically."""
-    write_atomic(path, lambda f: f.write(text.encode("utf-8")))
+    data = text.encode("utf-8")
+
+    def write(f: IO[bytes]) -> None:
+        f.write(data)
+
+    write_atomic(path, write)
 
 
 def same_file(a: Path, b: Path) -> bool:

@@ -20,9 +20,9 @@ class Key:
     help: str
     required: bool = False
     choices: tuple[Any, ...] = ()
-    is_path: bool = False  # relative to the TOML file
+    is_path: bool = False  # relative to the TOML file (an output: to the run folder)
     must_exist: bool = False  # an input file, read before any work
-    is_output: bool = False  # a file written: checked before any work, never an input
+    is_output: bool = False  # a file written into the run folder: checked before any work
     minimum: float | None = None
     items: tuple[type, ...] = ()  # the types of an array's elements
 
@@ -118,6 +118,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
                          "collective or object-store", choices=("auto", "collective",
                                                                  "object-store")),
     },
+    "run": {
+        "dir": Key(STR, "the folder that holds this pipeline's runs (default "
+                   "\"out/<pipeline file stem>\")", is_path=True),
+        "name": Key(STR, "the run's folder name (default: the time it starts, "
+                    "YYYYMMDD-HHMMSS)"),
+    },
     "train.evaluate": {
         "function": Key(STR, "(params…, inputs) -> scores", required=True),
         "metric": Key(STR, "how scores are compared with labels (default accuracy)",
@@ -125,4 +131,4 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
 }
 ACTIONS = ("emit", "call", "train")
-TOP_LEVEL = ("module", "passes", "target", "data", *ACTIONS)
+TOP_LEVEL = ("module", "passes", "target", "data", *ACTIONS, "run")

@@ -5,15 +5,18 @@ Every problem is collected as a `Problem` naming the key; `SpecError` prints the
 each. Whatever can be known without the computation is checked here, so `--dry-run`
 finds it too: types down to the elements of arrays, the files read and their arrays,
 shapes, dtypes and labels against the functions, target options, and every output path.
+Inputs are relative to the pipeline file; outputs to the run's folder (`runs`), which is
+chosen here too, so that a dry run shows where a run would write.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +24,20 @@ import numpy as np
 
 import dlvm.ir as ir
 from dlvm.cli.inputs import toml_value
+from dlvm.ir.plugin import install_hint
 
 from .files import input_problem, open_npz, output_problem, same_file
 from .locate import key_positions, position
+from .runs import (
+    RunFolder,
+    default_parent,
+    describe_runs,
+    latest_run,
+    name_problem,
+    parent_problem,
+    timestamp_name,
+    written_by,
+)
 from .schema import ACTIONS, INITS, SCHEMA, TOP_LEVEL, Key
 
 if TYPE_CHECKING:
@@ -31,6 +45,7 @@ if TYPE_CHECKING:
 
 KeyPath = tuple[str | int, ...]
 PIPELINE_FILE: KeyPath = ()  # the pipeline file itself, among the inputs
+RUN_NAME: KeyPath = ("run", "name")
 BOM = "\ufeff"
 
 
@@ -45,30 +60,49 @@ def dotted(path: KeyPath) -> str:
 class Problem:
     path: KeyPath
     message: str
+    option: str | None = None  # a command-line option the problem is about, not a key
 
 
 class SpecError(ir.DlvmError):
-    """Every problem of a pipeline file, one `FILE:LINE:COL: error: …` line each."""
+    """Every problem of a pipeline file, one `FILE:LINE:COL: error: …` line each, and the
+    notes that may explain them (each once), printed after them as `dlvm: note:` lines."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], notes: list[str] | None = None) -> None:
         super().__init__("\n".join(lines))
         self.lines = lines
+        self.notes = list(dict.fromkeys(notes or ()))
 
 
-class KeyedError(ir.DlvmError):
-    """A problem found by a helper, with the key it is about."""
+def message_of(e: ir.DlvmError) -> str:
+    """An error's own message, without the notes a `NotedError` adds to its text."""
+    return e.message if isinstance(e, ir.NotedError) else str(e)
 
-    def __init__(self, path: KeyPath, message: str) -> None:
-        super().__init__(message)
+
+class KeyedError(ir.NotedError):
+    """A problem found by a helper, with the key it is about (and notes that may explain
+    it, such as a plugin that failed to load)."""
+
+    def __init__(self, path: KeyPath, message: str, *, notes: list[str] | None = None) -> None:
+        super().__init__(message, notes=notes or ())
         self.path = path
 
 
 def format_problems(file: Path, problems: list[Problem], text: str,
-                    overridden: list[KeyPath]) -> list[str]:
+                    overridden: list[KeyPath],
+                    options: dict[KeyPath, str] | None = None) -> list[str]:
+    """One line per problem; `options` names the command-line option (other than `--set`)
+    that set a key, e.g. `--name` for run.name."""
     positions = key_positions(text)
     lines = []
     for p in problems:
+        if p.option is not None:
+            lines.append(f"{p.option}: error: {p.message}")
+            continue
         override = blamed_override(p.path, overridden, positions)
+        option = (options or {}).get(override) if override is not None else None
+        if option is not None:
+            lines.append(f"{option}: error: {p.message}")
+            continue
         if override is not None:
             where = f"--set {dotted(override)}"
         else:
@@ -164,6 +198,7 @@ class RunSpec:
     call: CallSpec | None = None
     data: DataSpec | None = None
     train: TrainSpec | None = None
+    run: RunFolder | None = None  # where the outputs go; None when nothing is written
     resolved: dict[str, Any] = field(default_factory=dict)
     outputs: list[Path] = field(default_factory=list)
 
@@ -205,9 +240,15 @@ class Loader:
         self.base = file.resolve().parent
         self.doc = doc
         self.problems: list[Problem] = []
+        self.notes: list[str] = []
+        self.run: RunFolder | None = None
 
-    def problem(self, path: KeyPath, message: str) -> None:
-        self.problems.append(Problem(path, message))
+    def problem(self, path: KeyPath, message: str | ir.DlvmError) -> None:
+        """A problem with the key it is about; an error's notes are kept for the end."""
+        if isinstance(message, ir.NotedError):
+            self.notes.extend(message.notes)
+        self.problems.append(Problem(path, message if isinstance(message, str)
+                                     else message_of(message)))
 
     # ---- shape of the document
 
@@ -273,9 +314,18 @@ class Loader:
         p = Path(value).expanduser()
         return p if p.is_absolute() else self.base / p
 
+    def output_path(self, value: str) -> Path:
+        """An output: relative to the run's folder (absolute paths stay as they are), with
+        `..` taken away lexically, since the run's folder may not exist yet."""
+        p = Path(value).expanduser()
+        if p.is_absolute() or self.run is None:
+            return self.path(value)
+        return Path(os.path.normpath(self.run.path / p))
+
     # ---- the whole file
 
-    def load(self, resume: bool, overwrite: bool = False) -> RunSpec | None:
+    def load(self, resume: bool, overwrite: bool = False, dry_run: bool = False
+             ) -> RunSpec | None:
         doc = self.doc
         for name, value in doc.items():
             if name not in TOP_LEVEL:
@@ -290,6 +340,12 @@ class Loader:
             self.problem((), "nothing to do: add [emit], [call] or [train]")
         if "train" in doc and "data" not in doc:
             self.problem(("train",), "training needs a [data] table")
+        if resume and "train" not in doc:
+            self.problems.append(Problem((), "nothing to resume: the pipeline has no [train]",
+                                         "--resume"))
+        if self.problems:
+            return None
+        self.run = self.run_folder(resume, overwrite, dry_run)
         if self.problems:
             return None
         module = self.read_module()
@@ -297,14 +353,14 @@ class Loader:
         target, options = self.target()
         if module is None or self.problems:
             return None
-        spec = RunSpec(self.file, module, pipeline, target, options)
+        spec = RunSpec(self.file, module, pipeline, target, options, run=self.run)
         spec.emit = self.emit_spec(target)
         spec.call = self.call_spec(module)
         if "data" in doc:
             spec.data = self.data_spec()
         if "train" in doc and spec.data is not None:
             spec.train = self.train_spec(module, spec.data, resume)
-        spec.outputs = self.check_outputs(resume, overwrite)
+        spec.outputs = self.check_outputs(resume, overwrite, dry_run)
         if self.problems:
             return None
         spec.resolved = self.resolved(spec)
@@ -315,13 +371,7 @@ class Loader:
         path = self.path(table["path"])
         frontend = table.get("frontend")
         try:
-            if frontend is not None:
-                entry = ir.registry().entry("frontend", frontend)
-                module = entry.load()(str(path))
-            else:
-                from dlvm.cli.inputs import frontend_for
-
-                module = frontend_for(str(path))(str(path))
+            module = ir.load_module(path, frontend, verify=False)
             for i, item in enumerate(table.get("link", [])):
                 if not self.link(module, item, ("module", "link", i)):
                     return None
@@ -329,24 +379,22 @@ class Loader:
         except ir.DiagnosticError:
             raise  # the module's own diagnostics, with their own locations
         except ir.DlvmError as e:
-            self.problem(("module", "frontend" if frontend else "path"), str(e))
+            self.problem(("module", "frontend" if frontend else "path"), e)
             return None
         return module
 
     def link(self, module: ir.Module, item: str, where: KeyPath) -> bool:
         """Link one file into the module (read by its front end, as the module is)."""
-        from dlvm.cli.inputs import frontend_for
-
         path = self.path(item)
         if not path.is_file():
             self.problem(where, f"no such file: {path}")
             return False
         try:
-            ir.link(module, frontend_for(str(path))(str(path)), str(path))
+            ir.link(module, ir.load_module(path, verify=False), str(path))
         except ir.DiagnosticError:
             raise
         except ir.DlvmError as e:
-            self.problem(where, str(e))
+            self.problem(where, e)
             return False
         return True
 
@@ -360,7 +408,7 @@ class Loader:
                 try:
                     ir.build_pipeline(text)
                 except ir.DlvmError as e:
-                    self.problem(("passes", "pipeline"), str(e))
+                    self.problem(("passes", "pipeline"), e)
             return str(text)
         parts = [self.pipeline_item(item, ("passes", "list", i))
                  for i, item in enumerate(table["list"])]
@@ -375,7 +423,7 @@ class Loader:
             try:
                 texts[key] = option_text(value)
             except ValueError as e:
-                self.problem((*path, "options", key), str(e))
+                self.problem((*path, "options", key), e)
         name = item.get("name")
         if not isinstance(name, str) or len(texts) != len(options):
             return ""
@@ -384,7 +432,8 @@ class Loader:
         try:
             ir.build_pipeline(text)
         except ir.DlvmError as e:
-            message = re.sub(r"^pipeline column \d+: ", "", str(e))
+            self.notes.extend(e.notes if isinstance(e, ir.NotedError) else ())
+            message = re.sub(r"^pipeline column \d+: ", "", message_of(e))
             self.problem(_item_key(path, message, name, options), message)
         return text
 
@@ -397,14 +446,14 @@ class Loader:
             name = table.get("name") or reg.default_target()
             reg.entry("target", name)
         except ir.DlvmError as e:
-            self.problem(("target", "name"), str(e))
+            self.problem(("target", "name"), e)
             return str(table.get("name", "")), {}
         options = dict(table.get("options", {}))
         try:
             check_target_options(name, options)
         except TargetOptionError as e:
             path: KeyPath = ("target", "options", e.option) if e.option else ("target",)
-            self.problem(path, str(e))
+            self.problem(path, e)
         return name, options
 
     def emit_spec(self, target: str) -> EmitSpec | None:
@@ -414,8 +463,9 @@ class Loader:
         what = table.get("what", "ir")
         if what != "ir":
             self.problem(("emit", "what"), f"emitting '{what}' needs a target that produces it "
-                         f"(target '{target}' does not); install dlvm-llvm or dlvm-llvm-gpu")
-        return EmitSpec(what, self.path(table["output"]))
+                         f"(target '{target}' does not); {install_hint('dlvm-llvm')} "
+                         f"or {install_hint('dlvm-llvm-gpu')}")
+        return EmitSpec(what, self.output_path(table["output"]))
 
     def function(self, module: ir.Module, name: str, path: KeyPath) -> ir.Function | None:
         fn = module.function(name.removeprefix("@"))
@@ -454,16 +504,16 @@ class Loader:
                 self.problem(where, problem)
             args.append((path, key))
         spec = CallSpec(table["function"].removeprefix("@"), params, args,
-                        self.path(table["output"]) if "output" in table else None)
+                        self.output_path(table["output"]) if "output" in table else None)
         if fn is not None and not self.problems:
             from .actions import call_arguments
 
             try:
                 call_arguments(spec, fn, module)
             except KeyedError as e:
-                self.problem(e.path, str(e))
+                self.problem(e.path, e)
             except ir.DlvmError as e:
-                self.problem(("call", "args"), str(e))
+                self.problem(("call", "args"), e)
         return spec
 
     def data_spec(self) -> DataSpec | None:
@@ -484,7 +534,7 @@ class Loader:
                     return None
                 spec.arrays = (npz.array(spec.inputs), npz.array(spec.labels))
         except ir.DlvmError as e:
-            self.problem(("data", "path"), str(e))
+            self.problem(("data", "path"), e)
             return None
         found = check_data(spec, *spec.arrays)
         for path, message in found:
@@ -518,8 +568,8 @@ class Loader:
             self.path(t["load"]) if "load" in t else None, int(t.get("batch_size", 32)),
             int(t["epochs"]), float(t["learning_rate"]), float(t.get("decay", 0.0)),
             int(t.get("shuffle_seed", 0)),
-            self.path(t["checkpoint"]) if "checkpoint" in t else None,
-            self.path(t["metrics"]) if "metrics" in t else None,
+            self.output_path(t["checkpoint"]) if "checkpoint" in t else None,
+            self.output_path(t["metrics"]) if "metrics" in t else None,
             eval_fn.name if eval_fn is not None else None, evaluate.get("metric", "accuracy"),
             bool(t.get("allow_nonfinite", False)), self.distributed_spec(t))
         from .train import check_signatures, prepare
@@ -532,8 +582,9 @@ class Loader:
             if spec.checkpoint is None:
                 self.problem(("train", "checkpoint"), "--resume needs a checkpoint file")
             elif not spec.checkpoint.is_file():
-                self.problem(("train", "checkpoint"), f"--resume: '{spec.checkpoint}' does not "
-                             "exist yet")
+                run = f" of run '{self.run.name}'" if self.run is not None else ""
+                self.problem(("train", "checkpoint"), f"--resume: '{spec.checkpoint}'{run} "
+                             "does not exist yet")
         if len(self.problems) > before:
             return spec
         try:
@@ -542,7 +593,7 @@ class Loader:
 
             make_engine(spec.distributed).check(spec)
         except KeyedError as e:
-            self.problem(e.path, str(e))
+            self.problem(e.path, e)
         return spec
 
     def distributed_spec(self, t: dict[str, Any]) -> DistributedSpec:
@@ -610,15 +661,58 @@ class Loader:
                 value = self.doc.get(table, {}).get(name) if "." not in table else None
                 wanted = key.is_output if outputs else key.must_exist
                 if wanted and isinstance(value, str):
-                    found.append(((table, name), self.path(value)))
+                    path = self.output_path(value) if outputs else self.path(value)
+                    found.append(((table, name), path))
         if not outputs:
             found += [(where, path) for where, path, _ in self.call_items()]
         return found
 
-    def check_outputs(self, resume: bool, overwrite: bool) -> list[Path]:
+    # ---- the run's folder
+
+    def run_folder(self, resume: bool, overwrite: bool, dry_run: bool) -> RunFolder | None:
+        """The folder this run writes into: a new one (named by `run.name` or the time), or
+        with --resume the latest run's (or the named one's). None when nothing is written."""
+        table = self.doc.get("run", {})
+        name = table.get("name")
+        if not any(key.is_output and key_name in self.doc.get(table_name, {})
+                   for table_name, keys in SCHEMA.items() for key_name, key in keys.items()):
+            if name is not None:
+                self.problem(("run", "name"), "the pipeline writes no files, so it has no run "
+                             "folder to name")
+            return None
+        parent = self.path(table["dir"]) if "dir" in table else default_parent(self.file)
+        problem = parent_problem(parent)
+        if problem is not None:
+            self.problem(("run", "dir"), problem)
+            return None
+        if name is not None and (problem := name_problem(name)) is not None:
+            self.problem(("run", "name"), problem)
+            return None
+        if resume:
+            name = name if name is not None else latest_run(parent)
+            if name is None:
+                self.problems.append(Problem((), f"no earlier run in '{parent}' to continue",
+                                             "--resume"))
+                return None
+            if not (parent / name).is_dir():
+                self.problem(("run", "name"), f"--resume: no run '{name}' in '{parent}' "
+                             f"({describe_runs(parent)})")
+                return None
+            return RunFolder(parent, name, reused=True)
+        if name is None:
+            return RunFolder(parent, timestamp_name(parent))
+        exists = (parent / name).exists()
+        if exists and not (overwrite or dry_run):
+            self.problem(("run", "name"), f"run '{name}' already exists in '{parent}': pass "
+                         "--resume to continue it, --overwrite to replace its outputs, or "
+                         "choose another --name")
+        return RunFolder(parent, name, reused=exists)
+
+    def check_outputs(self, resume: bool, overwrite: bool, dry_run: bool) -> list[Path]:
         """Every output path, checked before any work: writable, none an input (save the
-        checkpoint that a call reads after training), no two the same, and no earlier
-        run's checkpoint or metrics silently replaced."""
+        checkpoint that a call reads after training), no two the same, and, outside the run's
+        folder, no file replaced that this pipeline's runs did not write (nor their
+        checkpoint or metrics without --resume or --overwrite). A dry run refuses none."""
         outputs, inputs = self.files(outputs=True), self.files(outputs=False)
         for i, (where, path) in enumerate(outputs):
             problem = output_problem(path)
@@ -628,10 +722,29 @@ class Loader:
             clash = self.clash(where, path, inputs, outputs[:i])
             if clash is not None:
                 self.problem(where, clash)
-            elif where[0] == "train" and not (resume or overwrite) and path.is_file():
-                self.problem(where, f"'{path}' is left from an earlier run: pass --resume to "
-                             "continue that run, or --overwrite to start again")
+            elif not dry_run and path.is_file():
+                replaced = self.replaced(where, path, resume or overwrite)
+                if replaced is not None:
+                    self.problem(where, replaced)
         return [path for _, path in outputs]
+
+    def replaced(self, where: KeyPath, path: Path, continuing: bool) -> str | None:
+        """Why the existing file `path` must not be replaced (None when it may be): inside
+        the run's folder it is the run's own; outside, only an earlier run of this pipeline's
+        output may be, and a checkpoint or metrics only with --resume or --overwrite."""
+        run = self.run
+        if run is None or run.holds(path):
+            return None
+        earlier = written_by(run.parent, path)
+        if earlier is None:
+            return (f"'{path}' exists, outside the run folder, and no earlier run of this "
+                    "pipeline wrote it: refusing to replace it (remove it, or give a path "
+                    "relative to the run folder)")
+        if where[0] == "train" and not continuing:
+            return (f"'{path}' holds the {where[1]} of run '{earlier}' (outside the run "
+                    f"folder): pass --resume --name {earlier} to continue that run, or "
+                    "--overwrite to replace it")
+        return None
 
     @staticmethod
     def clash(where: KeyPath, path: Path, inputs: list[tuple[KeyPath, Path]],
@@ -656,6 +769,9 @@ class Loader:
             if value is not None:
                 out[name] = {f.name: _plain(getattr(value, f.name)) for f in fields(value)
                              if f.repr}
+        if spec.run is not None:
+            out["run"] = {"dir": str(spec.run.parent), "name": spec.run.name,
+                          "folder": str(spec.run.path)}
         return out
 
 
@@ -676,10 +792,13 @@ def _hands_over(output: KeyPath, source: KeyPath) -> bool:
 
 
 def _plain(value: Any) -> Any:
+    """A value of a spec as JSON holds it (paths as strings, tables as objects)."""
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, list):
         return [_plain(v) for v in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value) if f.repr}
     return value
 
 
@@ -735,8 +854,10 @@ def _show(value: Any) -> str:
 
 
 def load_spec(file: str | Path, overrides: tuple[str, ...] | list[str] = (),
-              resume: bool = False, overwrite: bool = False) -> RunSpec:
-    """Read, override and validate a pipeline file; raises SpecError listing every problem."""
+              resume: bool = False, overwrite: bool = False, name: str | None = None,
+              dry_run: bool = False) -> RunSpec:
+    """Read, override and validate a pipeline file; raises SpecError listing every problem.
+    `name` (`--name`) sets run.name; a dry run refuses nothing for its outputs."""
     path = Path(file)
     try:
         text = path.read_text(encoding="utf-8").removeprefix(BOM)
@@ -756,8 +877,14 @@ def load_spec(file: str | Path, overrides: tuple[str, ...] | list[str] = (),
         key, value = parse_override(item)
         apply_override(doc, key, value)
         overridden.append(key)
+    options: dict[KeyPath, str] = {}
+    if name is not None:
+        apply_override(doc, RUN_NAME, name)
+        overridden.append(RUN_NAME)
+        options[RUN_NAME] = "--name"
     loader = Loader(path, doc)
-    spec = loader.load(resume, overwrite)
+    spec = loader.load(resume, overwrite, dry_run)
     if spec is None:
-        raise SpecError(format_problems(path, loader.problems, text, overridden))
+        raise SpecError(format_problems(path, loader.problems, text, overridden, options),
+                        loader.notes)
     return spec

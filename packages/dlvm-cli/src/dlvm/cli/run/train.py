@@ -15,7 +15,7 @@ import json
 import math
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +29,7 @@ from dlvm.ir.runtime import convert_argument, numpy_dtype
 from dlvm.ir.types import TensorType
 
 from .files import open_npz, save_npz, save_text
-from .progress import Reporter
+from .progress import Display, Reporter
 from .spec import DataSpec, KeyedError, KeyPath, TrainSpec
 
 EPOCH_KEY = "epoch"
@@ -144,7 +144,7 @@ def check_signatures(module: ir.Module, spec: TrainSpec, data: DataSpec
     return out
 
 
-def check_evaluation(module: ir.Module, spec: TrainSpec, step_args: list[ir.Type],
+def check_evaluation(module: ir.Module, spec: TrainSpec, step_args: Sequence[ir.Type],
                      inputs: tuple[int, ...]) -> list[tuple[KeyPath, str]]:
     """The evaluation takes the step's parameters and the inputs, and returns scores of
     shape [examples, classes]."""
@@ -172,7 +172,7 @@ def check_evaluation(module: ir.Module, spec: TrainSpec, step_args: list[ir.Type
     return out
 
 
-def check_init_function(module: ir.Module, spec: TrainSpec, params: list[ir.Type]
+def check_init_function(module: ir.Module, spec: TrainSpec, params: Sequence[ir.Type]
                         ) -> list[tuple[KeyPath, str]]:
     """The initialization takes nothing and returns the step's parameters: a tuple of their
     types (an alias will do), or the one parameter itself."""
@@ -316,6 +316,7 @@ def run_init_function(module: ir.Module, spec: TrainSpec, types: list[TensorType
     """What `init_function` returns, computed by the reference interpreter seeded with
     `init_seed`, so that the parameters are reproducible and the same on every target."""
     name = spec.init_function
+    assert name is not None
     what = f"train.init_function: '@{name}'"
     try:
         values = ir.compile(module, "interp", seed=spec.init_seed).call(name)
@@ -325,7 +326,8 @@ def run_init_function(module: ir.Module, spec: TrainSpec, types: list[TensorType
     out = {}
     for param, t, value in zip(spec.parameters, types, values, strict=True):
         arr = convert_argument(value, t, f"{what}: parameter '{param}'")
-        bad = np.argwhere(~np.isfinite(arr)) if arr.dtype.kind in "fc" else ()
+        bad = (np.argwhere(~np.isfinite(arr)) if arr.dtype.kind in "fc"
+               else np.empty((0, arr.ndim), np.intp))
         if len(bad):
             at = tuple(int(i) for i in bad[0])
             index = f" at index {at}" if at else ""
@@ -479,8 +481,8 @@ def accuracy(scores: np.ndarray, labels: np.ndarray) -> float:
 
 
 def start_fresh(spec: TrainSpec) -> None:
-    """A run without --resume starts with no metrics and no checkpoint (validation refused
-    to replace an earlier run's unless --overwrite said to)."""
+    """A run without --resume starts with no metrics and no checkpoint: a new run folder has
+    none, and validation refused to replace an earlier run's unless --overwrite said to."""
     for path in (spec.metrics, spec.checkpoint):
         if path is not None and path.is_file():
             path.unlink()
@@ -540,7 +542,7 @@ def train(exe: Any, module: ir.Module, spec: TrainSpec, reporter: Reporter,
 
 
 def end_epoch(exe: Any, spec: TrainSpec, params: dict[str, np.ndarray], result: TrainResult,
-              epoch: int, rate: float, seconds: float, bar: Any,
+              epoch: int, rate: float, seconds: float, bar: Display,
               extra: dict[str, Any] | None = None) -> None:
     """After an epoch's steps (`result.loss` set): evaluate on the held-out split, append the
     metrics record (with an engine's `extra` entries), write the checkpoint. Every engine ends
@@ -549,6 +551,7 @@ def end_epoch(exe: Any, spec: TrainSpec, params: dict[str, np.ndarray], result: 
     assert dataset is not None
     size = len(dataset.x_train)
     if spec.evaluate is not None:
+        bar.evaluating()
         scores = exe.call(spec.evaluate, *params.values(), dataset.x_test)[0]
         result.accuracy = accuracy(scores, dataset.labels_test)
     record: dict[str, Any] = {"epoch": epoch + 1, "loss": result.loss, "learning_rate": rate,
