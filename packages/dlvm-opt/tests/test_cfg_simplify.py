@@ -273,3 +273,32 @@ def test_random_programs(text: str) -> None:
     _, after = check_preserves(text, PASS, trials=2)
     check_idempotent(text, PASS)
     assert len(after["f"].blocks) <= len(ir.parse(text)["f"].blocks)
+
+
+def test_a_join_whose_argument_is_read_later_is_no_trampoline() -> None:
+    """'join holds only a branch, but 'done reads its argument: bypassing 'join would leave
+    %a without a value (the verifier then rejects the function)."""
+    text = fn("""    %c = lessThan %x: i32, 0: i32
+    conditional %c: bool then 'neg() else 'pos()
+'neg():
+    %m = negate %x: i32
+    branch 'join(%m: i32)
+'pos():
+    %p = add %x: i32, 1: i32
+    branch 'join(%p: i32)
+'join(%a: i32):
+    branch 'loop(0: i32)
+'loop(%i: i32):
+    %more = lessThan %i: i32, 3: i32
+    conditional %more: bool then 'body() else 'done()
+'body():
+    %next = add %i: i32, 1: i32
+    branch 'loop(%next: i32)
+'done():
+    %r = add %a: i32, %i: i32
+    return %r: i32
+""")
+    got, _ = simplified(text)
+    assert "'join(%a: i32):\n    branch 'loop(0: i32)" in got
+    check_preserves(text, PASS)
+    check_idempotent(text, PASS)

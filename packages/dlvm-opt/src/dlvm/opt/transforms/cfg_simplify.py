@@ -9,6 +9,8 @@ past a trampoline, so the loop ends):
      its arguments replaced by the values passed;
   4. an edge to a trampoline (a block holding only `branch 'c(…)`) goes straight to 'c, the
      trampoline's arguments replaced by the edge's values (following chains of trampolines);
+     a block whose arguments are used past its own branch is no trampoline, since the
+     blocks it dominates read them;
   5. a block argument that receives the same value %v on every edge (or itself, on back
      edges) is replaced by %v and removed.
 
@@ -37,7 +39,7 @@ from dlvm.ir import (
     ScalarLiteral,
     Value,
 )
-from dlvm.ir.analysis import ControlFlowGraph, DominatorTree
+from dlvm.ir.analysis import ControlFlowGraph, DominatorTree, UseDefInfo
 
 REWRITABLE = ("branch", "conditional")  # terminators whose edges carry explicit values
 
@@ -168,7 +170,8 @@ def merge_blocks(fn: Function, ctx: PassContext) -> bool:
 # ---------------------------------------------------------------- 4. trampolines
 
 
-def _trampoline_step(fn: Function, target: BranchTarget) -> BranchTarget | None:
+def _trampoline_step(fn: Function, target: BranchTarget, uses: UseDefInfo
+                     ) -> BranchTarget | None:
     """Where an edge to a trampoline can go instead, or None if its block is no trampoline."""
     block = target.block
     if block is fn.entry or len(block.instructions) != 1:
@@ -176,6 +179,8 @@ def _trampoline_step(fn: Function, target: BranchTarget) -> BranchTarget | None:
     term = block.instructions[0]
     if term.opcode != "branch":
         return None
+    if any(user is not term for a in block.arguments for user in uses.users(a)):
+        return None  # its arguments are read after it: bypassing it would leave them unset
     dest = term.fields["destination"]
     if dest.block is block:
         return None  # an empty infinite loop
@@ -185,29 +190,31 @@ def _trampoline_step(fn: Function, target: BranchTarget) -> BranchTarget | None:
     return BranchTarget(dest.block, [mapping.get(v, v) for v in dest.args])
 
 
-def _bypass(fn: Function, target: BranchTarget) -> BranchTarget | None:
+def _bypass(fn: Function, target: BranchTarget, uses: UseDefInfo) -> BranchTarget | None:
     """The end of the chain of trampolines starting at `target`, None if it is not one.
 
     A cycle of trampolines (an empty infinite loop) is left where it is.
     """
     seen = {target.block}
-    current, step = target, _trampoline_step(fn, target)
+    current, step = target, _trampoline_step(fn, target, uses)
     while step is not None:
         if step.block in seen:
             return None
         seen.add(step.block)
-        current, step = step, _trampoline_step(fn, step)
+        current, step = step, _trampoline_step(fn, step, uses)
     return current if current is not target else None
 
 
 def bypass_trampolines(fn: Function, ctx: PassContext) -> bool:
     bypassed = 0
+    # found once: a use that bypassing adds is of a value some other branch reads already
+    uses = UseDefInfo(fn)
     for block in fn.blocks:
         term = block.terminator
         if term is None or term.opcode not in REWRITABLE:
             continue
         for target in term.targets:
-            new = _bypass(fn, target)
+            new = _bypass(fn, target, uses)
             if new is not None:
                 target.block, target.args = new.block, new.args
                 bypassed += 1
