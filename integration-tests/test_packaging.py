@@ -14,6 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 REPOSITORY = "https://github.com/dlvm-py/dlvm"
 PACKAGES = sorted(p.parent for p in (ROOT / "packages").glob("*/pyproject.toml"))
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+# Code is not prose: `exe["f"](x)` in a code span or block is a call, not a link.
+CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.MULTILINE | re.DOTALL)
+
+
+def links(text: str) -> list[str]:
+    """The targets of the Markdown links of `text`, outside code spans and blocks."""
+    return LINK.findall(CODE.sub("", text))
 
 
 def project(package: Path) -> dict:
@@ -48,8 +55,8 @@ def test_metadata_names_the_repository_and_one_test_extra(package: Path) -> None
 
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
 def test_readme_links_are_absolute(package: Path) -> None:
-    links = LINK.findall((package / "README.md").read_text(encoding="utf-8"))
-    relative = [link for link in links if not link.startswith("https://")]
+    found = links((package / "README.md").read_text(encoding="utf-8"))
+    relative = [link for link in found if not link.startswith("https://")]
     assert not relative, f"{package.name}/README.md: links a package index cannot follow"
 
 
@@ -70,6 +77,6 @@ def test_the_plugin_guide_covers_every_hook_and_links_to_existing_files() -> Non
     for name in [*hooks, "RegisterPass", "RegisterTarget", "RegisterFrontend",
                  "RegisterPipeline", "RegisterEngine", "dlvm.plugins", "define", "AdjointContext", "Executable"]:
         assert name in text, name
-    for link in LINK.findall(text):
+    for link in links(text):
         if not link.startswith(("https://", "#")):
             assert (guide.parent / link).exists(), link

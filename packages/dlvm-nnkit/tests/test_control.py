@@ -73,7 +73,7 @@ def test_a_state_that_grows_is_carried_with_an_unknown_size() -> None:
 
     fn = nn.lambda_(grow, (Double1D, Index))
     x = np.array([1.0, 2.0])
-    np.testing.assert_array_equal(fn(x, np.int64(2)), np.tile(x, 3))
+    np.testing.assert_array_equal(fn(x, np.int64(2)), np.tile(x, 3))  # copies: exact
     assert "<_ x f64>" in fn.ir(x, np.int64(2))  # the carried value's size is `_`
 
 

@@ -25,7 +25,9 @@ def _stage(values: Sequence[Any]) -> Stage:
             return v.stage
     stage = current_stage()
     if stage is None:
-        raise staging_error("staged control flow needs a staged function being written")
+        raise staging_error("staged control flow writes staged code: use it inside a function "
+                            "staged by nn.lambda_ or @nn.function, and call that function "
+                            "on arrays")
     return stage
 
 

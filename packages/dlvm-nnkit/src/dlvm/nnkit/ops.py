@@ -24,9 +24,15 @@ def _stage(*xs: Any) -> Stage:
             return x.stage
     stage = current_stage()
     if stage is None:
-        raise staging_error("staged operations need a staged value or a staged function "
-                            "being written")
+        raise staging_error("NNKit operations write staged code: use them inside a function "
+                            "staged by nn.lambda_ or @nn.function, and call that function "
+                            "on arrays")
     return stage
+
+
+def _operand(x: Any, what: str) -> Rep:
+    """`x` as a value of the function being staged (an array becomes a constant)."""
+    return as_rep(x, _stage(x), what)
 
 
 def _pair(op: str, a: Any, b: Any) -> tuple[Rep, Rep, Stage]:
@@ -182,8 +188,9 @@ def where(mask: Any, a: Any, b: Any) -> Rep:
     return select(mask, a, b)
 
 
-def cast(x: Rep, dtype: DataType) -> Rep:
+def cast(x: Any, dtype: DataType) -> Rep:
     """each element converted to `dtype`"""
+    x = _operand(x, "the operand of 'cast'")
     return x.stage.emit("dataTypeCast", x.value, dtype)
 
 
@@ -197,31 +204,36 @@ def dot(a: Any, b: Any) -> Rep:
                       as_rep(b, stage, "the right operand of 'dot'").value)
 
 
-def transpose(x: Rep) -> Rep:
+def transpose(x: Any) -> Rep:
     """the dimensions in reverse order"""
+    x = _operand(x, "the operand of 'transpose'")
     return x.stage.emit("transpose", x.value)
 
 
-def pad_shape(x: Rep, axis: int = 0) -> Rep:
+def pad_shape(x: Any, axis: int = 0) -> Rep:
     """a dimension of size 1 inserted at `axis` (the seed's `rankLifted()` at 0)"""
+    x = _operand(x, "the operand of 'pad_shape'")
     return x.stage.emit("padShape", x.value, axis)
 
 
 rank_lifted = pad_shape
 
 
-def squeeze(x: Rep, axis: int = 0) -> Rep:
+def squeeze(x: Any, axis: int = 0) -> Rep:
     """the dimension of size 1 at `axis` removed"""
+    x = _operand(x, "the operand of 'squeeze'")
     return x.stage.emit("squeezeShape", x.value, axis)
 
 
-def reshape(x: Rep, shape: Sequence[int | None]) -> Rep:
+def reshape(x: Any, shape: Sequence[int | None]) -> Rep:
     """the same elements in another shape"""
+    x = _operand(x, "the operand of 'reshape'")
     return x.stage.emit("shapeCast", x.value, list(shape))
 
 
-def take(x: Rep, index: Any) -> Rep:
+def take(x: Any, index: Any) -> Rep:
     """the row `index` (a Python int or a staged i64 scalar) of `x`"""
+    x = _operand(x, "the operand of 'take'")
     if isinstance(index, int):
         return x.stage.emit("extract", x.value, [index])
     i = as_rep(index, x.stage, "the index of 'take'")
@@ -234,21 +246,26 @@ def concatenate(xs: Sequence[Rep], axis: int = 0) -> Rep:
                                       for x in xs], axis)
 
 
-def reverse(x: Rep, axis: int | Sequence[int]) -> Rep:
+def reverse(x: Any, axis: int | Sequence[int]) -> Rep:
     """the elements in reverse order along `axis`"""
+    x = _operand(x, "the operand of 'reverse'")
     return x.stage.emit("reverse", x.value, [axis] if isinstance(axis, int) else list(axis))
 
 
-def slice_rows(x: Rep, lower: int, upper: int) -> Rep:
+def slice_rows(x: Any, lower: int, upper: int) -> Rep:
     """rows `lower` to `upper` of `x`, both included (DLVM's `slice`)"""
+    x = _operand(x, "the operand of 'slice_rows'")
     return x.stage.emit("slice", x.value, lower, upper)
 
 
-def convolve(x: Rep, kernel: Rep, strides: Sequence[int] | None = None,
+def convolve(x: Any, kernel: Any, strides: Sequence[int] | None = None,
              padding: Sequence[tuple[int, int]] | None = None,
              dilation: Sequence[int] | None = None, groups: int | None = None) -> Rep:
     """N-d convolution (cross-correlation) of `x` [N, C, spatial…] by `kernel`
     [O, C/groups, window…]; `dilation` spreads the kernel's taps"""
+    stage = _stage(x, kernel)
+    x = as_rep(x, stage, "the input of 'convolve'")
+    kernel = as_rep(kernel, stage, "the kernel of 'convolve'")
     return x.stage.emit("convolve", x.value, kernel.value, list(strides) if strides else None,
                         list(padding) if padding else None, None,
                         list(dilation) if dilation else None, groups)
@@ -264,22 +281,25 @@ def _axes(x: Rep, axis: int | Sequence[int] | None) -> list[int] | None:
     return sorted(a + x.rank if a < 0 else a for a in axes)
 
 
-def reduce(x: Rep, combinator: str, init: float, axis: int | Sequence[int] | None = None
+def reduce(x: Any, combinator: str, init: float, axis: int | Sequence[int] | None = None
            ) -> Rep:
     """`x` folded by `combinator` (add, multiply, max, min) along `axis` (all: None)"""
+    x = _operand(x, "the operand of 'reduce'")
     return x.stage.emit("reduce", x.value, combinator, _constant(init, x).value,
                         _axes(x, axis))
 
 
-def sum(x: Rep, axis: int | Sequence[int] | None = None) -> Rep:
+def sum(x: Any, axis: int | Sequence[int] | None = None) -> Rep:
     return reduce(x, "add", 0, axis)
 
 
-def max(x: Rep, axis: int | Sequence[int] | None = None) -> Rep:
+def max(x: Any, axis: int | Sequence[int] | None = None) -> Rep:
+    x = _operand(x, "the operand of 'max'")
     return reduce(x, "max", -float("inf") if x.dtype.is_float else _lowest(x.dtype), axis)
 
 
-def mean(x: Rep, axis: int | Sequence[int] | None = None) -> Rep:
+def mean(x: Any, axis: int | Sequence[int] | None = None) -> Rep:
+    x = _operand(x, "the operand of 'mean'")
     total = sum(x, axis)
     axes = _axes(x, axis) or list(range(x.rank))
     known = [x.shape[a] for a in axes]
@@ -316,22 +336,24 @@ def relu(x: Any) -> Rep:
     return maximum(x, 0.0)
 
 
-def softmax(x: Rep, axis: int = -1) -> Rep:
+def softmax(x: Any, axis: int = -1) -> Rep:
     """e^(x − max x) normalized along `axis` (the maximum subtracted for stability)"""
+    x = _operand(x, "the operand of 'softmax'")
     a = axis + x.rank if axis < 0 else axis
     z = x - pad_shape(max(x, a), a)
     e = exp(z)
     return e / pad_shape(sum(e, a), a)
 
 
-def log_softmax(x: Rep, axis: int = -1) -> Rep:
+def log_softmax(x: Any, axis: int = -1) -> Rep:
     """x − max x − log Σ e^(x − max x) along `axis`"""
+    x = _operand(x, "the operand of 'log_softmax'")
     a = axis + x.rank if axis < 0 else axis
     z = x - pad_shape(max(x, a), a)
     return z - pad_shape(log(sum(exp(z), a)), a)
 
 
-def cross_entropy(logits: Rep, labels: Rep) -> Rep:
+def cross_entropy(logits: Any, labels: Any) -> Rep:
     """the mean over rows of −Σ labels · log_softmax(logits) (labels one-hot or soft)"""
     per_row = negate(sum(labels * log_softmax(logits, -1), -1))
     return mean(per_row)
