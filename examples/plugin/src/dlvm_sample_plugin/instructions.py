@@ -34,9 +34,9 @@ SOFTSIGN = ir.define(
     evaluate=softsign_value,
     summary="x / (1 + |x|), element-wise",
     category="activation",
+    # its native code for dlvm-llvm's targets, imported when they first compile softsign
+    llvm_rules="dlvm_sample_plugin.lowering",
 )
 
 if importlib.util.find_spec("dlvm.ad") is not None:  # dlvm-ad is optional for this plugin
     from . import derivatives  # noqa: F401
-if importlib.util.find_spec("dlvm.llvm") is not None:  # so is dlvm-llvm
-    from . import lowering  # noqa: F401

@@ -13,7 +13,16 @@ Kernels are written once (`kernels.py`, from dlvm-llvm's scalar table), compiled
 
 from __future__ import annotations
 
-from .device import Device, DeviceArray, GPUError
-from .target import NVPTXTarget
+from typing import TYPE_CHECKING
+
+from dlvm.ir.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .device import Device, DeviceArray, GPUError
+    from .target import NVPTXTarget
+
+# loaded on first use: every `dlvm` command imports the plugin module beside this one
+__getattr__ = lazy_exports(__name__, {"Device": ".device", "DeviceArray": ".device",
+                                      "GPUError": ".device", "NVPTXTarget": ".target"})
 
 __all__ = ["Device", "DeviceArray", "GPUError", "NVPTXTarget"]

@@ -22,6 +22,7 @@ from dlvm.ir.runtime import ExecutionError
 from dlvm.ir.target import check_option, flatten_results
 from dlvm.ir.types import TensorType, Type
 from dlvm.llvm.optimize import optimized
+from dlvm.llvm.rules import load_plugin_rules
 from dlvm.llvm.specialize import Specializer
 
 from . import nvptx
@@ -128,14 +129,17 @@ class NVPTXTarget(ir.Target):
 
     def prepare(self, module: ir.Module) -> ir.Module:
         """The module as code generation sees it: verified, differentiated where it declares
-        derivatives, and optimized — on a copy."""
+        derivatives, and optimized — on a copy —, with the rules of the plugin instructions
+        it uses loaded."""
         from dlvm.ir.api import has_gradient_declarations
 
         ir.verify(module)
         if has_gradient_declarations(module) and ir.registry().has("pass", "differentiation"):
             module = ir.clone(module)
             ir.run_passes(module, "differentiation")
-        return optimized(module, self.passes, self.name)
+        module = optimized(module, self.passes, self.name)
+        load_plugin_rules(module)
+        return module
 
     def compile(self, module: ir.Module) -> ir.Executable:
         module = self.prepare(module)

@@ -12,19 +12,26 @@ Plugins give their instructions native code with `scalar_rule` and `lowering_rul
 
 from __future__ import annotations
 
-from . import (  # the lowering rules register themselves in the opcode tables
-    kernel,
-    lower_aggregate,
-    lower_control,
-    lower_memory,
-    lower_tensor,
-)
-from .function import LOWER, CompileError, CompileUnit, FunctionLowering
-from .rules import lowering_rule, scalar_rule
-from .scalar import SCALAR, ScalarEmitter
-from .target import LLVMCPUTarget
+import importlib
+from typing import TYPE_CHECKING
 
-del kernel, lower_aggregate, lower_control, lower_memory, lower_tensor
+from dlvm.ir.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .function import CompileError, CompileUnit, FunctionLowering
+    from .lowering import LOWER
+    from .rules import lowering_rule, scalar_rule
+    from .scalar import SCALAR, ScalarEmitter
+    from .target import LLVMCPUTarget
+
+# Loaded on first use: every `dlvm` command imports the plugin module beside this one, and
+# LLVM need not load for a command that compiles nothing. Any name read from here comes
+# with DLVM's complete rule tables (`lowering.py`).
+__getattr__ = lazy_exports(__name__, {
+    "LOWER": ".lowering", "CompileError": ".function", "CompileUnit": ".function",
+    "FunctionLowering": ".function", "lowering_rule": ".rules", "scalar_rule": ".rules",
+    "SCALAR": ".scalar", "ScalarEmitter": ".scalar", "LLVMCPUTarget": ".target",
+}, before=lambda: importlib.import_module(".lowering", __name__))
 
 __all__ = ["LOWER", "SCALAR", "CompileError", "CompileUnit", "FunctionLowering",
            "LLVMCPUTarget", "ScalarEmitter", "lowering_rule", "scalar_rule"]

@@ -28,7 +28,8 @@ import dlvm.ir as ir
 from dlvm.ir.runtime import ExecutionError, convert_argument, numpy_dtype
 from dlvm.ir.types import ArrayType, TensorType, TupleType, Type
 
-from . import arrays, blas, jit
+# `lowering` completes DLVM's rule tables before any function is lowered
+from . import arrays, blas, jit, lowering  # noqa: F401
 from .entry import EntryABI, Leaf, build_entry
 from .function import CompileUnit, ErrorSite, instruction_at, where
 from .layout import Layout

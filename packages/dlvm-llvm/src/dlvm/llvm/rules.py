@@ -13,11 +13,17 @@ the host. Two decorators give it native code instead:
 
 DLVM's own rules cannot be replaced; a plugin's rule can (the last registration counts),
 so importing a rule module twice is harmless.
+
+A plugin names the module that holds its rules where it defines the instruction,
+`define(..., llvm_rules="my_plugin.lowering")`: the LLVM targets import it when they first
+compile code that uses the instruction, so a `dlvm` command that compiles nothing never
+loads LLVM for it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import sys
 from collections.abc import Callable
 from functools import cache
@@ -25,12 +31,13 @@ from typing import Any
 
 from dlvm.ir import OPS, Module
 
-from .function import LOWER, Lowerer
+from .function import Lowerer
 from .kernel import lower_single
+from .lowering import LOWER
 from .scalar import SCALAR, Rule
 
-BUILTIN_SCALAR = frozenset(SCALAR)  # (`dlvm.llvm` imports every rule module before this)
-BUILTIN_LOWER = frozenset(LOWER)
+BUILTIN_SCALAR = frozenset(SCALAR)
+BUILTIN_LOWER = frozenset(LOWER)  # `lowering` has imported every module of DLVM's rules
 
 
 def scalar_rule(*opcodes: str) -> Callable[[Rule], Rule]:
@@ -73,12 +80,29 @@ def check_opcodes(what: str, opcodes: tuple[str, ...], builtin: frozenset[str]) 
             raise ValueError(f"a {what} for '{op}': DLVM's own rule cannot be replaced")
 
 
+RULES_MODULE = "llvm_rules"  # the `define` keyword naming the module of an instruction's rules
+
+
+def opcodes_of(module: Module) -> set[str]:
+    return {inst.opcode for fn in module.functions for block in fn.blocks
+            for inst in block.instructions}
+
+
+def load_plugin_rules(module: Module) -> None:
+    """Import the rule modules that the plugin instructions `module` uses name (each once:
+    Python keeps imported modules)."""
+    for op in sorted(opcodes_of(module) - BUILTIN_LOWER):
+        opdef = OPS.get(op)
+        where = opdef.extra.get(RULES_MODULE) if opdef is not None else None
+        if isinstance(where, str) and where not in sys.modules:
+            importlib.import_module(where)
+
+
 def plugin_rules_key(module: Module) -> str:
     """What code compiled for `module` depends on among plugins' rules, for the code cache:
     for each opcode it uses that DLVM does not lower itself, where its rules are written (a
     hash of their source), or that it has none (it calls back into Python)."""
-    opcodes = sorted({inst.opcode for fn in module.functions for block in fn.blocks
-                      for inst in block.instructions} - BUILTIN_LOWER)
+    opcodes = sorted(opcodes_of(module) - BUILTIN_LOWER)
     parts = [f"{op}={rule_source(SCALAR.get(op))}/{rule_source(LOWER.get(op))}"
              for op in opcodes]
     return ";".join(parts)

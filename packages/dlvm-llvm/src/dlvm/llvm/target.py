@@ -14,6 +14,7 @@ from . import jit
 from .executable import LLVMExecutable
 from .function import CompileUnit, instruction_at
 from .optimize import optimized
+from .rules import load_plugin_rules
 
 
 def default_threads() -> int:
@@ -64,9 +65,12 @@ class LLVMCPUTarget(ir.Target):
         check_option("timeout", self.timeout, float, minimum=0, optional=True)
 
     def prepare(self, module: ir.Module) -> ir.Module:
-        """The module as code generation sees it: verified, and optimized on a copy."""
+        """The module as code generation sees it: verified, and optimized on a copy (with the
+        rules of the plugin instructions it uses loaded)."""
         ir.verify(module)
-        return optimized(module, self.passes, self.name)
+        module = optimized(module, self.passes, self.name)
+        load_plugin_rules(module)
+        return module
 
     def compile(self, module: ir.Module) -> ir.Executable:
         module = self.prepare(module)

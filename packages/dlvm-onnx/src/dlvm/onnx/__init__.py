@@ -8,7 +8,15 @@ differentiate and fine-tune.
 
 from __future__ import annotations
 
-from .importer import load
-from .ops import CONVERTERS
+from typing import TYPE_CHECKING
+
+from dlvm.ir.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .importer import load
+    from .ops import CONVERTERS
+
+# loaded on first use: every `dlvm` command imports the plugin module beside this one
+__getattr__ = lazy_exports(__name__, {"load": ".importer", "CONVERTERS": ".ops"})
 
 __all__ = ["CONVERTERS", "load"]

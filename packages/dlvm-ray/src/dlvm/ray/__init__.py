@@ -12,6 +12,14 @@ shares' sizes: the parameters equal the one-process run's.
 
 from __future__ import annotations
 
-from .engine import RayEngine
+from typing import TYPE_CHECKING
+
+from dlvm.ir.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .engine import RayEngine
+
+# loaded on first use: every `dlvm` command imports the plugin module beside this one
+__getattr__ = lazy_exports(__name__, {"RayEngine": ".engine"})
 
 __all__ = ["RayEngine"]

@@ -9,9 +9,12 @@ methods for inference (`__call__`), `loss`, `grad`, `step` (one SGD step) and `s
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from .checker import Checked, show
+from .checker import Checked, check, show
 from .codegen import generate
+from .compiler import read_source
+from .parser import parse
 from .syntax import Declaration
 
 NUMPY_DTYPES = {"float16": "float16", "float32": "float32", "float64": "float64",
@@ -39,6 +42,11 @@ def _chunks(text: str, width: int = 88) -> list[str]:
             line = line[cut:]
         out.append(line)
     return out
+
+
+def render_file(path: Path) -> str:
+    """The Python module for the TEL file `path`."""
+    return render(check(parse(read_source(path), str(path))), path.name)
 
 
 def render(checked: Checked, source: str) -> str:

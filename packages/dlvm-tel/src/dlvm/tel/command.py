@@ -1,4 +1,8 @@
-"""`dlvm tel generate MODEL.tel -o MODEL_api.py`: the typed Python interface of a model."""
+"""`dlvm tel generate MODEL.tel -o MODEL_api.py`: the typed Python interface of a model.
+
+Every `dlvm` command builds this app, so it imports nothing heavy: the compiler loads when
+the command runs.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,6 @@ from typing import Annotated
 import typer
 
 import dlvm.ir as ir
-
-from . import read_source
-from .api import render
-from .checker import check
-from .parser import parse
 
 app = typer.Typer(help="TEL, the Tensor Expression Language.", no_args_is_help=True)
 
@@ -26,8 +25,10 @@ def generate_command(
 ) -> None:
     """Write a typed Python module for a TEL model: its parameters, inference, loss,
     gradient, an SGD step, save and load."""
+    from .api import render_file
+
     path = Path(file)
-    code = render(check(parse(read_source(path), file)), path.name)
+    code = render_file(path)
     if output == "-":
         typer.echo(code, nl=False)
         return

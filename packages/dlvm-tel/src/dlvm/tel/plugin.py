@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 @hookimpl
 def register_frontends(register: RegisterFrontend) -> None:
-    register("tel", "dlvm.tel:compile_file",
+    register("tel", "dlvm.tel.compiler:compile_file",
              "TEL: the Tensor Expression Language", suffixes=(".tel",))
 
 
