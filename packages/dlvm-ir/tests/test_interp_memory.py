@@ -496,8 +496,6 @@ def test_global_struct_fields() -> None:
     assert c.dtype == np.int64 and t.dtype == np.float64
 
 
-@pytest.mark.fails_on("llvm-cpu", reason="a tensor stored to a global variable is read back "
-                      "later from the caller's argument buffer, not from a copy of its own")
 def test_global_tensor() -> None:
     exe = fresh(GLOBAL_SRC)
     assert exe.call("predict", np.array([1, 1], np.float32))[0].tolist() == 0

@@ -8,9 +8,10 @@ elements and its sizes from the object (`arrays.py`). `results` is an array of 8
 that Python reads: a scalar takes one slot, holding the value in its own type (a bool as a
 byte); a tensor of rank r its buffer, the address of its elements, and its r sizes.
 
-The entry function wraps the caller's arrays as tensors it does not own (so it never frees
-or updates them in place), calls the function, and on success writes the result out; Python
-then owns the result's buffers. Only tensors (and tuples of them) cross the boundary.
+The entry function wraps the caller's arrays as tensors it borrows for the call (so it never
+frees or updates them in place, and copies one that memory keeps past the call), calls the
+function, and on success writes the result out; Python then owns the result's buffers. Only
+tensors (and tuples of them) cross the boundary.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def build_entry(unit: CompileUnit, spec: Spec) -> EntryABI:
             sizes = b.load(byte_offset(b, obj, offsets.dims), typ=PTR)
             dims = [i64(d) if d is not None else b.load(gep(b, I64, sizes, i64(k)), typ=I64)
                     for k, d in enumerate(leaf.type.shape)]
-            return make_tensor(b, unit.rt.external, data, dims)
+            return make_tensor(b, unit.rt.borrowed, data, dims)
         lt = unit.layout.lower(t)
         value: ll.Value = ll.Constant(lt, None)
         parts = t.elements if isinstance(t, TupleType) else [t.element] * t.count  # type: ignore[union-attr]

@@ -153,13 +153,20 @@ class NativeFunction:
 
     def wrap(self, ctx: Context, results: np.ndarray) -> list[np.ndarray]:
         out: list[np.ndarray] = []
-        owners: dict[int, _Owner] = {}
         counts: dict[int, int] = {}
         leaves = self.abi.results
         for leaf in leaves:
             if leaf.type.rank:
                 buf = int(results[leaf.slot])
                 counts[buf] = counts.get(buf, 0) + 1
+        # Whether Python may own a buffer is decided on its count before any is released:
+        # copying one result drops that result's reference, and a later result of the same
+        # buffer (a global's value returned twice) must not then look like the only holder.
+        owners: dict[int, _Owner | None] = {}
+        for buf, n in counts.items():
+            if buf:
+                count = ctypes.c_int64.from_address(buf).value
+                owners[buf] = _Owner(buf) if count == n else None
         for leaf, dtype in zip(leaves, self.result_dtypes, strict=True):
             if leaf.type.rank == 0:
                 raw = results[leaf.slot:leaf.slot + 1].view(np.uint8)[:dtype.itemsize]
@@ -170,10 +177,7 @@ class NativeFunction:
             if not buf:  # a value that was never defined
                 out.append(np.zeros(shape, dtype))
                 continue
-            owner = owners.get(buf)
-            count = ctypes.c_int64.from_address(buf).value
-            if owner is None and count == counts[buf]:
-                owner = owners[buf] = _Owner(buf)
+            owner = owners[buf]
             if owner is not None:
                 out.append(np.asarray(_View(owner, data, shape, dtype)))
                 continue
@@ -182,7 +186,7 @@ class NativeFunction:
             size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
             raw = (ctypes.c_char * size).from_address(data) if size else b""
             out.append(np.frombuffer(bytes(raw), dtype).reshape(shape).copy())
-            if count > 0:
+            if ctypes.c_int64.from_address(buf).value > 0:
                 self.release(ctx.address, buf)
         return out
 

@@ -39,7 +39,7 @@ from dlvm.ir.types import (
     Type,
 )
 
-from .emit import gep, global_variable, i32, i64, mul, product
+from .emit import gep, global_variable, i32, i64, memcpy, mul, product
 from .layout import (
     I1,
     I8,
@@ -382,6 +382,45 @@ class FunctionLowering:
                 from .lower_aggregate import enum_ref
 
                 enum_ref(self, v, t, releasing)
+
+    def keep(self, v: ll.Value, t: Type) -> ll.Value:
+        """`v` made fit to outlive the call, as memory and enums hold what they are given:
+        each tensor borrowed from the caller (its array is the caller's again once the call
+        returns) is replaced by a copy of its own. A counted tensor is shared as it is (the
+        reference handed over keeps it); an enum's payload was kept when it was built."""
+        t = self.layout.resolve(t)
+        if not self.layout.managed(t):
+            return v
+        b = self.b
+        if isinstance(t, TensorType):
+            return self.keep_tensor(v, t)
+        if isinstance(t, TupleType):
+            parts = list(t.elements)
+        elif isinstance(t, ArrayType):
+            parts = [t.element] * t.count
+        elif isinstance(t, NominalType) and isinstance(
+                decl := self.unit.module.type_decls.get(t.name), StructDecl):
+            parts = [ft for _, ft in decl.fields]
+        else:
+            return v
+        for k, pt in enumerate(parts):
+            if self.layout.managed(pt):
+                v = b.insert_value(v, self.keep(b.extract_value(v, k), pt), k)
+        return v
+
+    def keep_tensor(self, v: ll.Value, t: TensorType) -> ll.Value:
+        """A borrowed tensor's elements copied into a buffer of its own (count 1), else `v`."""
+        b = self.b
+        tensor = Tensor(b, v, t)
+        before = b.block
+        with b.if_then(b.call(self.rt.get("borrowed"), [tensor.buf]), likely=False):
+            copy, data = self.new_tensor(t, tensor.dims)
+            memcpy(b, data, tensor.data, mul(b, tensor.count(), i64(element_size(t.dtype))))
+            copied = b.block
+        kept = b.phi(v.type)
+        kept.add_incoming(v, before)
+        kept.add_incoming(copy, copied)
+        return kept
 
     # ------------------------------------------------------------ the function
 

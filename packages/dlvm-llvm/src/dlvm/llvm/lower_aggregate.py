@@ -3,7 +3,8 @@
 Tuples, arrays and structs are LLVM values, built and taken apart with insertvalue and
 extractvalue (a dynamic index into an array goes through a stack slot). A constant tensor
 literal is a global buffer whose count marks it as not owned, so nothing ever frees or
-updates it. An enum value is a counted cell `{tag, payload}` in a buffer; its release
+updates it. An enum value is a counted cell `{tag, payload}` in a buffer, which owns its
+payload (a tensor borrowed from the caller is copied in, as memory does); its release
 function (one per enum type, recursive for recursive enums) releases the payload of its case
 when the last reference goes.
 """
@@ -440,8 +441,10 @@ class EnumLayout:
         cell = fl.alloc(size)
         b.store(i64(self.index(case)), cell_data(b, cell))
         payload: ll.Value = ll.Constant(self.payload_type(case), None)
-        for k, v in enumerate(values):
-            payload = b.insert_value(payload, v, k)
+        # the cell is shared by reference and may be stored in memory: it keeps copies of
+        # what the caller lent the call
+        for k, (v, t) in enumerate(zip(values, self.case_types(case), strict=True)):
+            payload = b.insert_value(payload, fl.keep(v, t), k)
         b.store(payload, self.payload_pointer(b, cell, case))
         return cell
 

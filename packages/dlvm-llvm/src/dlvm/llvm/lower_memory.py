@@ -10,6 +10,12 @@ through it copies the tensor first if anything else shares its buffer. `load` co
 writes. A freed block keeps its header (so a later access is reported), and `deallocate`
 releases what its cells held.
 
+Memory outlives the call that writes it: no block is tied to a call (a global's cell belongs
+to the executable, and a pointer to any block may be stored in one). So what a cell holds
+must be its own: a tensor borrowed from the caller is copied as it is stored (a counted one
+is retained, not copied), and a zero tensor filling a fresh cell belongs to the cell, not
+to the instruction that made it.
+
 Stacks are runtime objects (see `runtime.py`): `push` copies the value in with its type id
 and a release function, `pop` checks the id and the static dimensions of the popped value.
 """
@@ -49,12 +55,21 @@ def new_block(fl: FunctionLowering, t: Type, count: ll.Value) -> ll.Value:
     b.store(size, gep(b, I64, block, i64(CELL_SIZE)))
     b.store(i64(0), gep(b, I64, block, i64(FREED)))
     data = block_data(b, block)
+    with for_range(b, i64(0), count, "zero") as i:
+        b.store(cell_zero(fl, t), gep(b, cell, data, i))
+    return block
+
+
+def cell_zero(fl: FunctionLowering, t: Type) -> ll.Value:
+    """The zero value a fresh cell starts with. The cell takes its reference: a large zero
+    tensor's buffer (filled at run time) is not a temporary of the current instruction,
+    which would release it when done."""
     from .lower_aggregate import zero_value
 
-    with for_range(b, i64(0), count, "zero") as i:
-        zero = zero_value(fl, t)
-        b.store(zero, gep(b, cell, data, i))
-    return block
+    made = len(fl.temporaries)
+    zero = zero_value(fl, t)
+    del fl.temporaries[made:]
+    return zero
 
 
 def make_pointer(b: ll.IRBuilder, block: ll.Value, address: ll.Value,
@@ -131,17 +146,19 @@ def read(fl: FunctionLowering, p: ll.Value, t: Type, what: str = "pointer") -> l
 
 def write(fl: FunctionLowering, p: ll.Value, t: Type, value: ll.Value,
           what: str = "pointer") -> None:
-    """Store a value (the memory takes its reference) and release what it replaces. A
-    tensor reached by an element pointer is copied first when anything else shares it, so
-    that a value never changes under its other holders."""
+    """Store a value (the memory takes its reference, and a copy of what the caller lent
+    the call: see `FunctionLowering.keep`) and release what it replaces. A tensor reached by
+    an element pointer is copied first when anything else shares it, so that a value never
+    changes under its other holders."""
     b = fl.b
     lt = fl.layout.lower(t)
     rt = fl.layout.resolve(t)
 
     def plain_store() -> None:
         address = checked_address(fl, p, what, lt)
+        kept = fl.keep(value, t)
         old = b.load(address, typ=lt)
-        b.store(value, address)
+        b.store(kept, address)
         fl.release(old, t)
 
     if not isinstance(rt, TensorType):
@@ -407,9 +424,7 @@ def global_pointer(fl: FunctionLowering, g: GlobalVariable) -> ll.Value:
         b.store(i64(1), gep(b, I64, cell, i64(COUNT)))
         b.store(size_of(b, lt), gep(b, I64, cell, i64(CELL_SIZE)))
         b.store(i64(1), gep(b, I64, cell, i64(INITIALIZED)))
-        from .lower_aggregate import zero_value
-
-        b.store(zero_value(fl, g.value_type), block_data(b, cell))
+        b.store(cell_zero(fl, g.value_type), block_data(b, cell))
     return make_pointer(b, cell, block_data(b, cell))
 
 

@@ -11,9 +11,12 @@ call depth, the list of tape stacks of the running call, and the buffer pool's f
 class, i64 next}` followed by the data, 64-byte aligned. Buffers come from a pool of free
 lists by power-of-two size class (so a steady state of calls reuses memory and allocates
 nothing), or straight from `posix_memalign` beyond 1 GiB. A negative count marks a buffer
-the program does not own (a caller's array): retain and release leave it alone and it is
-never updated in place. A buffer that a call returns to Python leaves the pool: numpy's
-array frees it with `free` when it is collected.
+the program does not own: retain and release leave it alone and it is never updated in
+place. `IMMORTAL` is a constant of the compiled code, alive as long as its executable;
+`BORROWED` is a caller's array, alive only until the call returns, so whatever keeps a
+tensor past the call (memory, an enum) copies a borrowed one first (`FunctionLowering.keep`).
+A buffer that a call returns to Python leaves the pool: numpy's array frees it with `free`
+when it is collected.
 
 **Stacks** (the AD tape) are growable byte arrays of items, each followed by a trailer
 `{i64 type id, ptr release function}` so that `pop` checks the type and `destroyStack`
@@ -41,7 +44,8 @@ from .layout import I1, I32, I64, PTR, VOID
 HEADER_BYTES = 64
 POOL_CLASSES = 40
 UNPOOLED_BYTES = 1 << 30
-IMMORTAL = -1
+IMMORTAL = -1  # the count of a constant's buffer
+BORROWED = -2  # the count of the shared header of a caller's arrays
 
 # context slots (i64 each): the error site and its parameters, the call depth, the stacks
 # of the running call, the kernel thread count, the table of global variables' cells, the
@@ -64,10 +68,10 @@ class Runtime:
     def __init__(self, module: ll.Module) -> None:
         self.module = module
         self.functions: dict[str, ll.Function] = {}
-        external = global_variable(module, ll.ArrayType(I64, 8), "dlvm.external")
-        external.linkage = "internal"
-        external.initializer = ll.Constant(ll.ArrayType(I64, 8), [IMMORTAL] + [0] * 7)
-        self.external = external  # the header shared by every buffer the program does not own
+        borrowed = global_variable(module, ll.ArrayType(I64, 8), "dlvm.borrowed")
+        borrowed.linkage = "internal"
+        borrowed.initializer = ll.Constant(ll.ArrayType(I64, 8), [BORROWED] + [0] * 7)
+        self.borrowed = borrowed  # the header shared by every array a caller lends a call
 
     def get(self, name: str) -> ll.Function:
         fn = self.functions.get(name)
@@ -210,6 +214,15 @@ class Runtime:
         with b.if_then(b.icmp_signed(">", rc, i64(0)), likely=True):
             b.store(b.add(rc, i64(1)), buf)
         b.ret_void()
+        return fn
+
+    def _define_borrowed(self) -> ll.Function:
+        """Whether a buffer is a caller's array, which is gone once the call returns."""
+        fn, b = internal_function(self.module, "dlvm.rt.borrowed", I1, [PTR], inline=True)
+        (buf,) = fn.args
+        with b.if_then(b.icmp_unsigned("==", buf, ll.Constant(PTR, None)), likely=False):
+            b.ret(ll.Constant(I1, 0))  # an `undefined` value
+        b.ret(b.icmp_signed("==", b.load(buf, typ=I64), i64(BORROWED)))
         return fn
 
     def _define_unique(self) -> ll.Function:
