@@ -219,8 +219,8 @@ def test_interpreter_options_are_ignored_with_a_warning_elsewhere(
                     "-t", "plain", "--seed", "3", "--max-steps", "9")
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == [
-        "dlvm: warning: --seed applies to target 'interp' only; ignored for 'plain'",
-        "dlvm: warning: --max-steps applies to target 'interp' only; ignored for 'plain'"]
+        "dlvm: warning: --seed: target 'plain' has no option 'seed'; ignored",
+        "dlvm: warning: --max-steps: target 'plain' has no option 'max_steps'; ignored"]
     assert target_options("interp", {"seed": 1, "max_steps": 5, "timeout": 2.5}, []) == {
         "seed": 1, "max_steps": 5, "timeout": 2.5}
 

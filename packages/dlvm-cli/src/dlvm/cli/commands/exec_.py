@@ -46,10 +46,12 @@ def exec_(
         help="Write results as out0, out1, … here ('-': the .npz to stdout).")] = None,
     seed: Annotated[int | None, typer.Option(
         "--seed", metavar="N",
-        help="Seed for 'random' (targets with a seed option: interp, llvm-cpu).")] = None,
+        help="Seed for 'random' (every built-in target; ignored, with a warning, by a "
+        "target without a 'seed' option).")] = None,
     max_steps: Annotated[int | None, typer.Option(
         "--max-steps", metavar="N",
-        help="Stop a call after N instructions (target interp only).")] = None,
+        help="Stop a call after N instructions (targets that count them: interp, and "
+        "nvptx's host walk; ignored, with a warning, by the others).")] = None,
     timeout: Annotated[float | None, typer.Option(
         "--timeout", metavar="SECONDS", help="Stop a call after this many seconds.")] = None,
     target_option: Annotated[list[str] | None, typer.Option(
@@ -147,7 +149,7 @@ def target_options(target: str, flags: dict[str, Any], assignments: list[str]
         if key in options:
             raise ir.DlvmError(f"{flag(key)} and --target-option {key} are both given")
         if key in OPTIONAL_OPTIONS and not takes_option(target, key):
-            warning(f"{flag(key)} applies to target 'interp' only; ignored for '{target}'")
+            warning(f"{flag(key)}: target '{target}' has no option '{key}'; ignored")
             continue
         options[key] = value
     check_target_options(target, options)
