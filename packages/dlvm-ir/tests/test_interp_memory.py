@@ -475,6 +475,15 @@ func @predict: (<2 x f32>) -> f32 {
   %r = dot %x: <2 x f32>, %w: <2 x f32>
   return %r: f32
 }
+func @get_weights: () -> <2 x f32> {
+'entry():
+  %w = load @weights: *<2 x f32>
+  return %w: <2 x f32>
+}
+func @same: (<2 x f32>) -> <2 x f32> {
+'entry(%x: <2 x f32>):
+  return %x: <2 x f32>
+}
 """
 
 
@@ -502,6 +511,31 @@ def test_global_tensor() -> None:
     assert exe.call("set_weights", np.array([2, -1], np.float32)) == ()
     out = exe.call("predict", np.array([3, 4], np.float32))[0]
     assert out.dtype == np.float32 and out.tolist() == 2.0
+
+
+
+
+def test_memory_keeps_what_was_stored_whatever_the_caller_does_with_its_array() -> None:
+    exe = fresh(GLOBAL_SRC)
+    w = np.array([2, -1], np.float32)
+    exe.call("set_weights", w)
+    w[:] = 100  # the caller's array changes after the call: the global does not
+    assert exe.call("get_weights")[0].tolist() == [2, -1]
+    del w
+    assert exe.call("predict", np.array([3, 4], np.float32))[0].tolist() == 2.0
+
+
+def test_results_are_the_callers_own_arrays() -> None:
+    exe = fresh(GLOBAL_SRC)
+    exe.call("set_weights", np.array([2, -1], np.float32))
+    (loaded,) = exe.call("get_weights")
+    loaded[:] = 7  # writing a global's value handed out does not write the global
+    assert exe.call("get_weights")[0].tolist() == [2, -1]
+    x = np.array([1, 2], np.float32)
+    (y,) = exe.call("same", x)  # an argument returned comes back as a copy
+    assert y.flags.writeable and not np.shares_memory(x, y)
+    y[0] = 5
+    assert x.tolist() == [1, 2]
 
 
 # ---------------------------------------------------------------- stack

@@ -47,6 +47,7 @@ from .runtime import (
     convert_argument,
     has_static_dims,
     numpy_dtype,
+    read_only,
     zero_value,
 )
 from .target import Executable, Target, check_option, flatten_results
@@ -185,8 +186,8 @@ class Interpreter:
 
     def coerce(self, value: Any, t: Type, index: int) -> Any:
         t = self.module.resolve(t)
-        if isinstance(t, TensorType):
-            return convert_argument(value, t, f"argument {index}")
+        if isinstance(t, TensorType):  # the caller's array, which the call never writes
+            return read_only(convert_argument(value, t, f"argument {index}"))
         if isinstance(t, TupleType):
             if not isinstance(value, tuple | list) or len(value) != len(t.elements):
                 raise ExecutionError(f"argument {index}: expected a tuple of type {t}")

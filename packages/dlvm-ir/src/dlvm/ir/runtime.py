@@ -145,12 +145,44 @@ class EnumValue:
     values: tuple[Any, ...] = ()
 
 
+def read_only(arr: np.ndarray) -> np.ndarray:
+    """A view of `arr` that cannot be written through. A caller's argument enters as one: the
+    program never writes it, memory that keeps it makes a copy (`kept`), and a result that
+    is one is copied for the caller (`flatten_results` copies read-only arrays)."""
+    view = arr.view()
+    view.flags.writeable = False
+    return view
+
+
+def kept(value: Any) -> Any:
+    """`value` as memory keeps it: arrays of its own, which nobody else can write. An array
+    that is read-only and owns its data is one already; any other (a caller's argument, a
+    view, an array someone still holds) is copied, so that what a later call loads is what
+    was stored, and a loaded value handed to Python is copied again on the way out."""
+    if isinstance(value, np.ndarray):
+        if not value.flags.writeable and value.base is None:
+            return value
+        out = value.copy()
+        out.flags.writeable = False
+        return out
+    if isinstance(value, tuple):
+        return tuple(kept(v) for v in value)
+    if isinstance(value, dict):
+        return {k: kept(v) for k, v in value.items()}
+    if isinstance(value, EnumValue):
+        return EnumValue(value.case, tuple(kept(v) for v in value.values))
+    return value
+
+
 @dataclass(slots=True)
 class Memory:
-    """A block of `count` cells from one allocation."""
+    """A block of `count` cells from one allocation; each cell holds a value `kept` for it."""
 
     cells: list[Any]
     freed: bool = False
+
+    def __post_init__(self) -> None:
+        self.cells = [kept(c) for c in self.cells]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,11 +200,10 @@ class Pointer:
     def store(self, value: Any) -> None:
         self._cell()
         if not self.path:
-            self.memory.cells[self.index] = value
+            self.memory.cells[self.index] = kept(value)
         else:
-            self.memory.cells[self.index] = set_element(
-                self.memory.cells[self.index], self.path, value
-            )
+            self.memory.cells[self.index] = kept(set_element(
+                self.memory.cells[self.index], self.path, value))
 
     def offset(self, n: int) -> Pointer:
         """The address `n` elements on: the next cell, or the next element of the
