@@ -259,7 +259,7 @@ class Twin:
     def __init__(self) -> None:
         module = ir.parse(SRC)
         ir.verify(module)
-        self.native = ir.compile(module, "llvm-cpu", cache=False)
+        self.native = ir.compile(module, "llvm-cpu")  # code from the run's cache; globals its own
         self.oracle = ir.compile(ir.parse(SRC), "interp")
 
     def __call__(self, name: str, *args: Any) -> None:
