@@ -15,43 +15,12 @@ import pytest
 
 from dlvm.cli.run.record import recorded
 from dlvm.cli.run.runs import RunFolder, latest_run, parent_problem, timestamp_name, written_by
+from dlvm.ir.testing import linear_regression
 
 Invoke = Callable[..., Any]
 
 # Linear regression with a hand-written gradient step, so that no other package is needed.
-MODULE = """\
-func @train_step: (<4 x 3 x f32>, <3 x f32>, <_ x 4 x f32>, <_ x 3 x f32>, f32) -> (<4 x 3 x f32>, <3 x f32>, f32) {
-'entry(%w: <4 x 3 x f32>, %b: <3 x f32>, %x: <_ x 4 x f32>, %y: <_ x 3 x f32>, %lr: f32):
-    %d = dot %x: <_ x 4 x f32>, %w: <4 x 3 x f32>
-    %bp = padShape %b: <3 x f32> at 0
-    %p = add %d: <_ x 3 x f32>, %bp: <1 x 3 x f32>
-    %e = subtract %p: <_ x 3 x f32>, %y: <_ x 3 x f32>
-    %sq = multiply %e: <_ x 3 x f32>, %e: <_ x 3 x f32>
-    %total = reduce %sq: <_ x 3 x f32> by add init 0.0: f32
-    %count = unitCount of %e: <_ x 3 x f32>
-    %n = dataTypeCast %count: i64 to f32
-    %loss = divide %total: f32, %n: f32
-    %k = divide 2.0: f32, %n: f32
-    %s = multiply %k: f32, %lr: f32
-    %xt = transpose %x: <_ x 4 x f32>
-    %gw = dot %xt: <4 x _ x f32>, %e: <_ x 3 x f32>
-    %gb = reduce %e: <_ x 3 x f32> by add init 0.0: f32 along 0
-    %dw = multiply %gw: <4 x 3 x f32>, %s: f32
-    %db = multiply %gb: <3 x f32>, %s: f32
-    %w2 = subtract %w: <4 x 3 x f32>, %dw: <4 x 3 x f32>
-    %b2 = subtract %b: <3 x f32>, %db: <3 x f32>
-    %r = literal (%w2: <4 x 3 x f32>, %b2: <3 x f32>, %loss: f32): (<4 x 3 x f32>, <3 x f32>, f32)
-    return %r: (<4 x 3 x f32>, <3 x f32>, f32)
-}
-
-func @predict: (<4 x 3 x f32>, <3 x f32>, <_ x 4 x f32>) -> <_ x 3 x f32> {
-'entry(%w: <4 x 3 x f32>, %b: <3 x f32>, %x: <_ x 4 x f32>):
-    %d = dot %x: <_ x 4 x f32>, %w: <4 x 3 x f32>
-    %bp = padShape %b: <3 x f32> at 0
-    %p = add %d: <_ x 3 x f32>, %bp: <1 x 3 x f32>
-    return %p: <_ x 3 x f32>
-}
-"""
+MODULE = linear_regression()
 
 PIPELINE = """\
 [module]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import dlvm.ir as ir
+from dlvm.ir.testing import linear_regression
 
 Invoke = Callable[..., Any]
 
@@ -64,31 +65,7 @@ func @init_f64: () -> (<4 x 3 x f32>, <3 x f64>) {
     return %r: (<4 x 3 x f32>, <3 x f64>)
 }
 
-// one step of gradient descent on the mean squared error of x·w + b against y
-func @train_step: (<4 x 3 x f32>, <3 x f32>, <_ x 4 x f32>, <_ x 3 x f32>, f32) -> (<4 x 3 x f32>, <3 x f32>, f32) {
-'entry(%w: <4 x 3 x f32>, %b: <3 x f32>, %x: <_ x 4 x f32>, %y: <_ x 3 x f32>, %lr: f32):
-    %d = dot %x: <_ x 4 x f32>, %w: <4 x 3 x f32>
-    %bp = padShape %b: <3 x f32> at 0
-    %p = add %d: <_ x 3 x f32>, %bp: <1 x 3 x f32>
-    %e = subtract %p: <_ x 3 x f32>, %y: <_ x 3 x f32>
-    %sq = multiply %e: <_ x 3 x f32>, %e: <_ x 3 x f32>
-    %total = reduce %sq: <_ x 3 x f32> by add init 0.0: f32
-    %count = unitCount of %e: <_ x 3 x f32>
-    %n = dataTypeCast %count: i64 to f32
-    %loss = divide %total: f32, %n: f32
-    %k = divide 2.0: f32, %n: f32
-    %s = multiply %k: f32, %lr: f32
-    %xt = transpose %x: <_ x 4 x f32>
-    %gw = dot %xt: <4 x _ x f32>, %e: <_ x 3 x f32>
-    %gb = reduce %e: <_ x 3 x f32> by add init 0.0: f32 along 0
-    %dw = multiply %gw: <4 x 3 x f32>, %s: f32
-    %db = multiply %gb: <3 x f32>, %s: f32
-    %w2 = subtract %w: <4 x 3 x f32>, %dw: <4 x 3 x f32>
-    %b2 = subtract %b: <3 x f32>, %db: <3 x f32>
-    %r = literal (%w2: <4 x 3 x f32>, %b2: <3 x f32>, %loss: f32): (<4 x 3 x f32>, <3 x f32>, f32)
-    return %r: (<4 x 3 x f32>, <3 x f32>, f32)
-}
-"""
+""" + linear_regression()
 
 # One parameter: the init function may return the tensor itself.
 SCALE = """\

@@ -68,3 +68,18 @@ def test_users_and_has_uses_follow_edits() -> None:
     ir.replace_all_uses(fn, inst["m"], inst["g"])  # negate (negate g) → g
     assert not has_uses(fn, inst["m"])
     assert users(fn, inst["g"]) == [inst["n"], inst["t"]]
+
+
+def test_a_splat_is_equal_elements_bit_for_bit() -> None:
+    module = ir.parse("""\
+func @g: (<2 x f32>) -> <2 x f32> {
+'entry(%x: <2 x f32>):
+    %signs = multiply %x: <2 x f32>, <0.0: f32, -0.0: f32>: <2 x f32>
+    %nans = add %signs: <2 x f32>, <nan: f32, nan: f32>: <2 x f32>
+    return %nans: <2 x f32>
+}
+""")
+    signs, nans = list(module["g"].instructions())[:2]
+    assert splat_value(signs.rhs) is None  # 0.0 and −0.0 are two values (1/x tells)
+    value = splat_value(nans.rhs)
+    assert value is not None and value != value  # NaN, though NaN == NaN is false

@@ -13,6 +13,8 @@ matched by what they hold; instructions and arguments are matched by identity.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .analysis.usedef import UseDefInfo
 from .core import (
     AggregateLiteral,
@@ -24,7 +26,7 @@ from .core import (
     ScalarLiteral,
     Value,
 )
-from .types import TensorType
+from .types import DataType, TensorType
 
 Scalar = bool | int | float
 
@@ -46,7 +48,9 @@ def splat_value(v: Value, module: Module | None = None) -> Scalar | None:
     equal (`2.0: f32`, `zero`, `<1.0: f32, 1.0: f32>`); None otherwise.
 
     `module` resolves named types (`type $T = <3 x f32>`); without it `v`'s own type is read.
-    Compare with `==`, which holds between `1`, `1.0` and `True` alike.
+    Elements are equal when they are the same value bit for bit (`scalar_key`): a literal
+    holding both 0.0 and −0.0 is no splat. Compare the result with `==`, which holds between
+    `1`, `1.0` and `True` alike.
     """
     lit = literal_of(v)
     if lit is None:
@@ -61,10 +65,19 @@ def splat_value(v: Value, module: Module | None = None) -> Scalar | None:
         return False if t.dtype.is_bool else 0.0 if t.dtype.is_float else 0
     if isinstance(inner, AggregateLiteral) and inner.kind == "tensor" and inner.elements:
         values = [splat_value(e, module) for e in inner.elements]
-        first = values[0]
-        if first is not None and all(x is not None and x == first for x in values):
-            return first
+        if any(x is None for x in values):
+            return None
+        if len({scalar_key(x, t.dtype) for x in values if x is not None}) == 1:
+            return values[0]
     return None
+
+
+def scalar_key(x: Scalar, dtype: DataType) -> Any:
+    """What makes two scalars of `dtype` the same value: bit for bit, so that −0.0 and 0.0
+    differ (1/x tells them apart) and NaN is NaN (`==` says neither)."""
+    if dtype.is_float:
+        return float(x).hex()
+    return bool(x) if dtype.is_bool else int(x)
 
 
 def defined_by(v: Value, opcode: str) -> Instruction | None:
@@ -88,4 +101,5 @@ def has_uses(fn: Function, v: Value) -> bool:
     return info.is_used(v)
 
 
-__all__ = ["Scalar", "defined_by", "has_uses", "literal_of", "splat_value", "users"]
+__all__ = ["Scalar", "defined_by", "has_uses", "literal_of", "scalar_key", "splat_value",
+           "users"]

@@ -192,6 +192,49 @@ func @dloss: ({args}) -> ({grads}, {t})
     return ('module "mlp"\nstage raw\n' + text) if header else text
 
 
+def linear_regression(inputs: int = 4, outputs: int = 3) -> str:
+    """`@train_step(w, b, x, y, lr) -> (w', b', loss)`: one step of gradient descent on the
+    mean squared error of x·w + b against y, its gradient written by hand (so that running
+    it needs no other package), and `@predict(w, b, x) -> x·w + b`. float32, any batch."""
+    i, o = inputs, outputs
+    w, b, x, y = (f"<{i} x {o} x f32>", f"<{o} x f32>", f"<_ x {i} x f32>", f"<_ x {o} x f32>")
+    result = f"({w}, {b}, f32)"
+    return f"""
+// one step of gradient descent on the mean squared error of x·w + b against y
+func @train_step: ({w}, {b}, {x}, {y}, f32) -> {result} {{
+'entry(%w: {w}, %b: {b}, %x: {x}, %y: {y}, %lr: f32):
+    %d = dot %x: {x}, %w: {w}
+    %bp = padShape %b: {b} at 0
+    %p = add %d: {y}, %bp: <1 x {o} x f32>
+    %e = subtract %p: {y}, %y: {y}
+    %sq = multiply %e: {y}, %e: {y}
+    %total = reduce %sq: {y} by add init 0.0: f32
+    %count = unitCount of %e: {y}
+    %n = dataTypeCast %count: i64 to f32
+    %loss = divide %total: f32, %n: f32
+    %k = divide 2.0: f32, %n: f32
+    %s = multiply %k: f32, %lr: f32
+    %xt = transpose %x: {x}
+    %gw = dot %xt: <{i} x _ x f32>, %e: {y}
+    %gb = reduce %e: {y} by add init 0.0: f32 along 0
+    %dw = multiply %gw: {w}, %s: f32
+    %db = multiply %gb: {b}, %s: f32
+    %w2 = subtract %w: {w}, %dw: {w}
+    %b2 = subtract %b: {b}, %db: {b}
+    %r = literal (%w2: {w}, %b2: {b}, %loss: f32): {result}
+    return %r: {result}
+}}
+
+func @predict: ({w}, {b}, {x}) -> {y} {{
+'entry(%w: {w}, %b: {b}, %x: {x}):
+    %d = dot %x: {x}, %w: {w}
+    %bp = padShape %b: {b} at 0
+    %p = add %d: {y}, %bp: <1 x {o} x f32>
+    return %p: {y}
+}}
+"""
+
+
 # ---------------------------------------------------------------- differential testing
 
 # float tolerance by bits: (relative, absolute)

@@ -34,7 +34,6 @@ from dlvm.ir import (
     Function,
     FunctionPass,
     Instruction,
-    KeywordLiteral,
     LiteralValue,
     Module,
     PassContext,
@@ -48,6 +47,7 @@ from dlvm.ir.analysis import UseDefInfo
 from dlvm.ir.core import ZERO, erase_instructions
 from dlvm.ir.instructions.elementwise import BOOLEAN_BINARY, COMPARE, NUMERIC_BINARY
 from dlvm.ir.instructions.tensor import is_reversal, permutation
+from dlvm.ir.patterns import literal_of, splat_value
 from dlvm.ir.types import DataType, scalar
 
 from ..rewrite import is_pure
@@ -58,46 +58,6 @@ EXACT, NSZ, FAST = "exact", "nsz", "fast-math"
 MAX_SWEEPS = 64
 
 # ---------------------------------------------------------------- literals
-
-
-def literal_of(v: Value) -> LiteralValue | None:
-    """The literal `v` stands for: a literal operand, or the result of a `literal`."""
-    if isinstance(v, LiteralValue):
-        return v
-    if isinstance(v, Instruction) and v.opcode == "literal":
-        lit = v.fields.get("value")
-        if isinstance(lit, LiteralValue):
-            return lit
-    return None
-
-
-def _key(x: Scalar, dt: DataType) -> Any:
-    """Identity of a scalar in `dt`: −0.0 and 0.0 differ, NaN equals NaN."""
-    if dt.is_float:
-        return float(x).hex()
-    return bool(x) if dt.is_bool else int(x)
-
-
-def splat_value(v: Value, module: Module) -> Scalar | None:
-    """The value of every element of `v` when `v` is a literal with all elements equal."""
-    lit = literal_of(v)
-    if lit is None:
-        return None
-    t = module.resolve(lit.type)
-    if not isinstance(t, TensorType):
-        return None
-    inner = lit.literal
-    if isinstance(inner, ScalarLiteral):
-        return inner.value
-    if isinstance(inner, KeywordLiteral) and inner.keyword == "zero":
-        return False if t.dtype.is_bool else (0.0 if t.dtype.is_float else 0)
-    if isinstance(inner, AggregateLiteral) and inner.kind == "tensor" and inner.elements:
-        values = [splat_value(e, module) for e in inner.elements]
-        if any(x is None for x in values):
-            return None
-        if len({_key(x, t.dtype) for x in values if x is not None}) == 1:
-            return values[0]
-    return None
 
 
 def is_negative_zero(c: Scalar, dt: DataType) -> bool:
