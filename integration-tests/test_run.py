@@ -175,7 +175,8 @@ def test_missing_required_key(project: Path) -> None:
 
 def test_missing_file(project: Path) -> None:
     lines = run_invalid(project, VALID.replace('path = "blobs.npz"', 'path = "nope.npz"'))
-    assert "data.path: file" in lines[0] and "nope.npz' does not exist" in lines[0]
+    assert "data.path: cannot read data file" in lines[0]
+    assert lines[0].endswith("nope.npz': it does not exist")
     assert ":12:1: error:" in lines[0]
 
 
@@ -320,7 +321,7 @@ def test_bad_target_options_are_found_by_a_dry_run(project: Path, options: str,
 
 
 @pytest.mark.parametrize(("key", "value", "expected"), [
-    ("train.checkpoint", '"/tmp"', "train.checkpoint: cannot write '/tmp': '/tmp' is a directory"),
+    ("train.checkpoint", '"/tmp"', "train.checkpoint: cannot write '/tmp': it is a directory"),
     ("train.metrics", '"{project}/linear.dl/m.jsonl"', "linear.dl' is not a directory"),
     ("emit.output", '"{project}/out"', "emit.output: cannot write"),
     ("call.output", '"{project}/blobs.npz/x/y.npz"', "blobs.npz' is not a directory"),
@@ -575,7 +576,8 @@ def test_set_errors_name_the_override(project: Path, setting: str, expected: str
 
 def test_a_directory_is_not_called_missing(project: Path) -> None:
     line = one_error(project, "--dry-run", "--set", 'module.path="."')
-    assert line.endswith(f"module.path: '{project}' is a directory, not a file")
+    assert line.endswith(f"module.path: cannot read module '{project}': it is a directory, "
+                         "not a file")
 
 
 def test_a_byte_order_mark_is_accepted(project: Path) -> None:

@@ -80,7 +80,8 @@ def test_no_args_file_for_a_function_with_arguments(invoke: Invoke, double: Path
 def test_missing_args_file(invoke: Invoke, double: Path, tmp_path: Path) -> None:
     result = invoke("exec", str(double), "-f", "f", "--args", str(tmp_path / "none.npz"))
     assert result.exit_code == 1
-    assert result.stderr == f"dlvm: error: --args: file '{tmp_path / 'none.npz'}' does not exist\n"
+    assert result.stderr == (f"dlvm: error: --args: cannot read data file "
+                             f"'{tmp_path / 'none.npz'}': it does not exist\n")
 
 
 def test_badly_named_arrays(invoke: Invoke, double: Path, tmp_path: Path) -> None:

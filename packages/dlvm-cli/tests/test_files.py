@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import IO
 
 import numpy as np
 import pytest
 
 import dlvm.ir as ir
 from dlvm.cli.run.files import (
+    input_problem,
     open_npz,
     output_problem,
     read_array,
     read_npz,
-    remove_stale_temporary,
-    same_file,
     save_npz,
-    temporary,
-    write_atomic,
+    save_text,
 )
+from dlvm.ir.files import MAX_TEXT_BYTES
 
 
 @pytest.mark.parametrize(("content", "expected"), [
@@ -79,37 +77,28 @@ def test_any_array_name_can_be_saved(tmp_path: Path) -> None:
 
 def test_output_problems_are_found_before_writing(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
-    assert output_problem(tmp_path) == f"'{tmp_path}' is a directory"
-    assert output_problem(tmp_path / "f" / "g" / "h") == f"'{tmp_path / 'f'}' is not a directory"
+    assert output_problem(tmp_path) == f"cannot write '{tmp_path}': it is a directory"
+    assert output_problem(tmp_path / "f" / "g" / "h") == (
+        f"cannot write '{tmp_path / 'f' / 'g' / 'h'}': '{tmp_path / 'f'}' is not a directory")
     assert output_problem(tmp_path / "new" / "dir" / "x.npz") is None
-    temporary(tmp_path / "y").mkdir()
-    assert "(its temporary file) is in the way" in (output_problem(tmp_path / "y") or "")
 
 
-def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
-    path = tmp_path / "keep.txt"
-    path.write_text("old")
-
-    def fail(f: IO[bytes]) -> None:
-        f.write(b"half")
-        raise MemoryError
-
-    with pytest.raises(MemoryError):
-        write_atomic(path, fail)
-    assert path.read_text() == "old"
-    assert os.listdir(tmp_path) == ["keep.txt"]
+def test_data_files_must_be_regular_files_of_any_size(tmp_path: Path) -> None:
+    assert input_problem(Path("/dev/zero")) == (
+        "cannot read data file '/dev/zero': it is not a regular file (a device, pipe or "
+        "socket); give a file")
+    with pytest.raises(ir.DlvmError, match="cannot read data file '/dev/zero'"):
+        read_npz(Path("/dev/zero"))
+    assert input_problem(Path("/dev/zero"), "module") is None  # read with a cap
+    n = (MAX_TEXT_BYTES // 8) + 1  # a sparse file larger than a module's cap
+    np.lib.format.open_memmap(tmp_path / "big.npy", mode="w+", dtype=np.float64, shape=(n,))
+    assert read_array(tmp_path / "big.npy").shape == (n,)
 
 
-def test_a_killed_writes_temporary_is_removed(tmp_path: Path) -> None:
-    path = tmp_path / "params.npz"
-    temporary(path).write_bytes(b"")
-    assert remove_stale_temporary(path)
-    assert not temporary(path).exists() and not remove_stale_temporary(path)
-
-
-def test_same_file_follows_links_and_resolves_new_paths(tmp_path: Path) -> None:
-    (tmp_path / "a").write_text("x")
-    (tmp_path / "b").symlink_to(tmp_path / "a")
-    assert same_file(tmp_path / "b", tmp_path / "a")
-    assert same_file(tmp_path / "sub" / ".." / "new", tmp_path / "new")
-    assert not same_file(tmp_path / "a", tmp_path / "new")
+def test_outputs_are_written_atomically_with_one_line_errors(tmp_path: Path) -> None:
+    save_npz(tmp_path / "out", {"x": np.arange(2)})
+    save_text(tmp_path / "t.txt", "é")
+    assert sorted(os.listdir(tmp_path)) == ["out", "t.txt"]
+    with pytest.raises(ir.DlvmError) as e:
+        save_npz(Path("/dev/full"), {"x": np.zeros(10)}, what="checkpoint")
+    assert str(e.value) == "cannot write checkpoint '/dev/full': no space left on the device"

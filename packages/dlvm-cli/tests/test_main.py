@@ -274,7 +274,7 @@ def test_after_a_double_dash_debug_is_an_argument(invoke: Invoke,
     monkeypatch.delenv("DLVM_DEBUG", raising=False)
     result = invoke("verify", "--", "--debug")
     assert result.exit_code == 1
-    assert result.stderr.startswith("dlvm: error: cannot read '--debug'")
+    assert result.stderr.startswith("dlvm: error: cannot read module '--debug'")
 
 
 class CommandsThatBreak:

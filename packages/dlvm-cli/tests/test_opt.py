@@ -147,7 +147,7 @@ def test_an_unwritable_output_is_refused_before_the_passes(invoke: Invoke, doubl
     for output in (tmp_path, double / "out.dl"):
         result = invoke("opt", str(double), "-p", "no-such-pass", "-o", str(output))
         assert result.exit_code == 1
-        assert result.stderr.startswith(f"dlvm: error: cannot write '{output}': ")
+        assert result.stderr.startswith(f"dlvm: error: cannot write output '{output}': ")
         assert result.stderr.count("\n") == 1
 
 

@@ -400,6 +400,20 @@ def test_outputs_an_earlier_run_wrote_outside_its_folder(invoke: Invoke, project
         assert int(ckpt["epoch"]) == 3
 
 
+@pytest.mark.parametrize("value", ['"{project}/notes.txt"', '"../../../notes.txt"'])
+@pytest.mark.parametrize("key", ["train.metrics", "train.checkpoint"])
+def test_no_flag_lets_a_run_replace_a_file_it_did_not_write(invoke: Invoke, project: Path,
+                                                              key: str, value: str) -> None:
+    ok(invoke, project, "--name", "a")
+    (project / "notes.txt").write_text("mine\n")
+    for flags in ([], ["--name", "a", "--overwrite"], ["--name", "a", "--resume"]):
+        result = run(invoke, project, *flags, "--set", f"{key}={value.format(project=project)}")
+        assert result.exit_code == 1  # --resume also finds the checkpoint is none
+        assert "exists, outside the run folder, and no earlier run of this pipeline wrote" in (
+            result.stderr)
+    assert (project / "notes.txt").read_text() == "mine\n"
+
+
 # ---------------------------------------------------------------- the folders themselves
 
 

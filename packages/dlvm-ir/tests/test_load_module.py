@@ -209,5 +209,30 @@ def test_a_front_end_must_return_a_module(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("reg")
 def test_a_missing_ir_file_is_a_one_line_error(tmp_path: Path) -> None:
-    with pytest.raises(ir.DiagnosticError, match=r"cannot read '.*absent\.dl'"):
+    with pytest.raises(ir.DiagnosticError,
+                       match=r"cannot read module '.*absent\.dl': it does not exist"):
         ir.load_module(tmp_path / "absent.dl")
+
+
+@pytest.mark.usefixtures("reg")
+def test_every_front_end_gets_missing_files_and_folders_refused_alike(tmp_path: Path) -> None:
+    (tmp_path / "folder.bug").mkdir()
+    for name, why in (("absent.bug", "it does not exist"),
+                      ("folder.bug", "it is a directory, not a file")):
+        with pytest.raises(ir.DiagnosticError) as caught:
+            ir.load_module(tmp_path / name)  # the buggy reader is never called
+        [diagnostic] = caught.value.diagnostics
+        assert diagnostic.message == f"cannot read module '{tmp_path / name}': {why}"
+
+
+@pytest.mark.usefixtures("reg")
+def test_the_ir_parser_reads_an_endless_device_only_up_to_the_cap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import dlvm.ir.files as files
+
+    monkeypatch.setattr(files, "MAX_TEXT_BYTES", 1 << 20)
+    monkeypatch.setattr(files.read_input, "__kwdefaults__",
+                        {**(files.read_input.__kwdefaults__ or {}), "limit": 1 << 20})
+    with pytest.raises(ir.DiagnosticError, match=r"cannot read module '/dev/zero': it holds "
+                       r"more than the 1 MiB limit for one module"):
+        ir.load_module("/dev/zero")

@@ -80,6 +80,10 @@ class DlvmGroup(TyperGroup):
             raise
         except BrokenPipeError:
             raise  # Typer's main silences the pipe and exits quietly
+        except KeyboardInterrupt:  # Typer would exit 130 without a word
+            if debug_asked(ctx) or errors.debug_from_env():
+                raise
+            raise typer.Exit(errors.interrupted()) from None
         except Exception as e:
             if debug_asked(ctx) or errors.debug_from_env():
                 raise

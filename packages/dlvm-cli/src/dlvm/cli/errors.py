@@ -84,6 +84,13 @@ def out_of_memory(exc: MemoryError) -> None:
     error(f"out of memory: {detail}" if detail else "out of memory")
 
 
+def interrupted() -> int:
+    """Ctrl-C: one line saying so (the shell's `^C` says nothing of what stopped), and the
+    exit status of a process ended by SIGINT."""
+    note("interrupted")
+    return EXIT_INTERRUPTED
+
+
 def internal_error(exc: BaseException) -> int:
     message = str(exc).strip()
     detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__

@@ -7,11 +7,12 @@ need no error handling of their own.
 from __future__ import annotations
 
 import sys
-import tomllib
-from pathlib import Path
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import dlvm.ir as ir
+from dlvm.cli.toml_text import TomlError, loads
+from dlvm.ir import files
 
 if TYPE_CHECKING:
     from dlvm.ir import Module
@@ -21,12 +22,19 @@ STDIN_NAME = "<stdin>"
 
 
 def read_stdin() -> bytes:
-    """All of stdin as bytes (the parser decodes and reports bad UTF-8 itself)."""
+    """All of stdin as bytes, at most a module's cap (the parser decodes and reports bad
+    UTF-8 itself)."""
     stream = sys.stdin
     buffer = getattr(stream, "buffer", None)
     if buffer is not None:
-        return bytes(buffer.read())
-    return stream.read().encode("utf-8", "surrogateescape")
+        return files.read_stream(buffer, name=STDIN_NAME, what="module",
+                                 limit=files.MAX_TEXT_BYTES)
+    text: str = stream.read(files.MAX_TEXT_BYTES + 1)
+    data = text.encode("utf-8", "surrogateescape")
+    if len(data) > files.MAX_TEXT_BYTES:
+        raise files.refused_read(STDIN_NAME, "module", files.too_large(files.MAX_TEXT_BYTES,
+                                                                       "module"))
+    return data
 
 
 def load_module(path: str, *, frontend: str | None = None, verify: bool = True) -> Module:
@@ -40,16 +48,12 @@ def load_module(path: str, *, frontend: str | None = None, verify: bool = True) 
     return module
 
 
-def check_output(path: str) -> None:
-    """Refuse an output that cannot be written (a directory, under a file, …) before any
-    work is done, rather than losing the work when writing it fails."""
+def check_output(path: str, inputs: Iterable[str | None] = ()) -> None:
+    """Refuse an output that cannot be written (a directory, under a file, …) or that is
+    one of `inputs`, before any work is done, rather than losing the work or the input."""
     if path == STDIO:
         return
-    from dlvm.cli.run.files import output_problem
-
-    problem = output_problem(Path(path))
-    if problem is not None:
-        raise ir.DlvmError(f"cannot write '{path}': {problem}")
+    files.check_output(path, inputs=[p for p in inputs if p is not None and p != STDIO])
 
 
 def write_text(path: str, text: str) -> None:
@@ -58,9 +62,7 @@ def write_text(path: str, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    from dlvm.cli.run.files import save_text
-
-    save_text(Path(path), text)
+    files.write_atomic(path, text)
 
 
 def assignment(text: str, flag: str) -> tuple[str, Any]:
@@ -79,12 +81,17 @@ def toml_value(raw: str) -> Any:
     plain string; text that starts like a TOML string, array or table must be one."""
     text = raw.strip()
     try:
-        doc = tomllib.loads(f"v = {text}")
-    except tomllib.TOMLDecodeError as e:
+        doc = loads(f"v = {text}")
+    except TomlError as e:
         if text[:1] in ('"', "'", "[", "{"):
-            reason = str(e).split(" (at ")[0]
-            raise ir.DlvmError(f"invalid TOML value {text!r}: {reason}") from None
+            raise ir.DlvmError(f"invalid TOML value {quoted_value(text)}: {e.message}") from None
         return text
     if list(doc) != ["v"]:
-        raise ir.DlvmError(f"invalid TOML value {text!r}: more than one value")
+        raise ir.DlvmError(f"invalid TOML value {quoted_value(text)}: more than one value")
     return doc["v"]
+
+
+def quoted_value(text: str, width: int = 60) -> str:
+    """A value as a message quotes it: its repr, shortened when long."""
+    quoted = repr(text)
+    return quoted if len(quoted) <= width else f"{quoted[:width - 5]}...{quoted[-1]}"

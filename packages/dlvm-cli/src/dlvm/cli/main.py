@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except SystemExit as e:
         code = e.code
     except KeyboardInterrupt:
-        code = errors.EXIT_INTERRUPTED
+        code = errors.interrupted()
     except BrokenPipeError:
         silence_stdout()
         code = errors.EXIT_FAILURE

@@ -6,6 +6,9 @@ name (`.tel` → dlvm-tel's), or else DLVM's textual IR: IR text is not always n
 A suffix that belongs to one of DLVM's own front ends is never read as IR text: when
 that front end is missing the error names the package that provides it.
 
+Whatever the front end, a path that is missing, a directory or unreadable is refused here
+in the words of `dlvm.ir.files`; the IR parser reads at most `MAX_TEXT_BYTES`.
+
 Front ends report bad input with `FrontendError` (one line, which starts with
 `FILE:LINE:COL: error:` where the place is known) or, for several located problems shown
 with their source lines, `DiagnosticError`.
@@ -18,7 +21,8 @@ from pathlib import PurePath
 
 from .core import Module
 from .diagnostics import Diagnostic, DiagnosticError, DlvmError
-from .parser import parse_file
+from .files import check_input, read_input
+from .parser import parse
 from .plugin import (
     KNOWN_PROVIDERS,
     Entry,
@@ -79,10 +83,20 @@ def load_module(path: str | os.PathLike[str], frontend: str | None = None, *,
         refuse_known_suffix(text, reg)
         module = read_text(text, reg)
     else:
+        refuse_unreadable(text)
         module = run_frontend(entry, text, reg)
     if verify:
         verify_module(module)
     return module
+
+
+def refuse_unreadable(path: str) -> None:
+    """A missing file or a folder, refused in the same words (and as the same
+    `DiagnosticError`) whatever front end would have read it."""
+    try:
+        check_input(path, what="module")
+    except DlvmError as e:
+        raise DiagnosticError([Diagnostic(str(e))]) from None
 
 
 def refuse_known_suffix(path: str, reg: Registry) -> None:
@@ -106,9 +120,14 @@ def refuse_known_suffix(path: str, reg: Registry) -> None:
 
 def read_text(path: str, reg: Registry) -> Module:
     """DLVM's textual IR; a plugin that failed to load might have been the front end meant
-    for this file, so its failure is noted under the parser's errors."""
+    for this file, so its failure is noted under the parser's errors (not under a file
+    that cannot be read at all)."""
     try:
-        return parse_file(path)
+        data = read_input(path, what="module")
+    except DlvmError as e:
+        raise DiagnosticError([Diagnostic(str(e))]) from None
+    try:
+        return parse(data, path)
     except DiagnosticError as e:
         present = {d.message for d in e.diagnostics}
         notes = [n for n in failed_plugin_notes(reg) if n not in present]

@@ -125,6 +125,11 @@ class Executable(ABC):
         return self.function(name)
 
 
+# Numbers end up in 64-bit fields of compiled code: a timeout as a deadline in nanoseconds.
+INT64_MAX = 2**63 - 1
+OPTION_MAXIMUM: dict[str, float] = {"timeout": 1e9}  # seconds (31 years)
+
+
 def check_option(name: str, value: Any, kind: type, *, minimum: float | None = None,
                  optional: bool = False) -> None:
     """Refuse a target option of the wrong type or range with a one-line error (options come
@@ -143,8 +148,13 @@ def check_option(name: str, value: Any, kind: type, *, minimum: float | None = N
         raise DlvmError(f"target option '{name}' must be {article}, found {value!r}")
     if isinstance(value, float) and math.isnan(value):
         raise DlvmError(f"target option '{name}' must be a number, found nan")
+    if isinstance(value, float) and math.isinf(value):
+        raise DlvmError(f"target option '{name}' must be a finite number, found {value}")
     if minimum is not None and value < minimum:
         raise DlvmError(f"target option '{name}' must be at least {minimum:g}, found {value}")
+    maximum = OPTION_MAXIMUM.get(name, INT64_MAX)
+    if kind in (int, float) and value > maximum:
+        raise DlvmError(f"target option '{name}' must be at most {int(maximum)}, found {value}")
 
 
 @dataclass

@@ -15,9 +15,10 @@ import typer
 
 import dlvm.ir as ir
 from dlvm.cli.commands import MODULE_FILE_HELP
-from dlvm.cli.commands.exec_ import check_not_input, resolve_target, target_options
+from dlvm.cli.commands.exec_ import resolve_target, target_options
 from dlvm.cli.errors import warnings_reported
 from dlvm.cli.inputs import STDIO, check_output, load_module, write_text
+from dlvm.ir import files
 
 
 def compile_(
@@ -58,8 +59,7 @@ def compile_(
     if emit not in made.emits:
         kinds = ", ".join(made.emits) or "nothing"
         raise ir.DlvmError(f"target '{target_name}' cannot emit '{emit}' (it emits: {kinds})")
-    check_output(output)
-    check_not_input(output, [file])
+    check_output(output, inputs=[file])
     if emit == "obj" and output == STDIO and sys.stdout.isatty():
         raise ir.DlvmError("an object file is binary: write it to a file with -o OUT.o")
     module = load_module(file)
@@ -73,8 +73,7 @@ def compile_(
 
 def emit_dlvm(file: str, output: str, passes: str | None) -> None:
     """The module as DLVM IR: what a front end makes of a `.tel` or `.py` file."""
-    check_output(output)
-    check_not_input(output, [file])
+    check_output(output, inputs=[file])
     module = load_module(file)
     if passes:
         with warnings_reported():
@@ -88,8 +87,4 @@ def write_bytes(path: str, data: bytes) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return
-    from pathlib import Path
-
-    from dlvm.cli.run.files import write_atomic
-
-    write_atomic(Path(path), lambda f: f.write(data))
+    files.write_atomic(path, data)

@@ -63,8 +63,7 @@ def exec_(
     flags = {"seed": seed, "max_steps": max_steps, "timeout": timeout}
     options = target_options(target_name, flags, target_option or [])
     if output is not None:
-        check_output(output)
-        check_not_input(output, [file, args_file])
+        check_output(output, inputs=[file, args_file])
         if output == STDIO:
             binary_stdout()
     module = load_module(file)
@@ -78,18 +77,6 @@ def exec_(
         save_results(output, results)
     else:
         show_results(results)
-
-
-def check_not_input(output: str, inputs: list[str | None]) -> None:
-    """`-o` must not name the module or the arguments: the results would replace them."""
-    from dlvm.cli.run.files import same_file
-
-    if output == STDIO:
-        return
-    for path in inputs:
-        if path is not None and path != STDIO and same_file(Path(output), Path(path)):
-            raise ir.DlvmError(f"-o '{output}' is also an input ('{path}'); refusing to "
-                               "overwrite it")
 
 
 def callable_function(module: Module, name: str, file: str) -> Function:

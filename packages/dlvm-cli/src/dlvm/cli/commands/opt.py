@@ -38,7 +38,7 @@ def opt(
         "instructions (which are otherwise verified once, at the end).")] = False,
 ) -> None:
     """Run a pass pipeline on a module and print the resulting DLVM IR."""
-    check_output(output)  # before the passes, which may take long
+    check_output(output, inputs=[file])  # before the passes, which may take long
     module = load_module(file)
     pipeline = ",".join(p for p in passes or [] if p.strip())
     with warnings_reported():

@@ -16,6 +16,7 @@ import typer
 
 import dlvm.ir as ir
 from dlvm.cli import errors
+from dlvm.ir import files
 
 if TYPE_CHECKING:
     from dlvm.cli.run.progress import Reporter
@@ -42,7 +43,6 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:
     """Run a pipeline: module, passes, target, and what to do (emit, call, train)."""
-    from dlvm.cli.run.files import remove_stale_temporary
     from dlvm.cli.run.progress import Reporter
     from dlvm.cli.run.record import recorded
     from dlvm.cli.run.spec import SpecError, load_spec
@@ -68,7 +68,7 @@ def run(
     with errors.warnings_reported(), recorded(spec.run, spec.file, command, spec.resolved,
                                               spec.outputs) as record:
         for path in spec.outputs:
-            remove_stale_temporary(path)  # a killed write's leftover
+            files.remove_stale_temporary(path)  # a killed write's leftover
         if spec.run is not None:
             reporter.log(f"run folder: {shown(spec.run.path)}")
         execute(spec, reporter, resume, record.results if record is not None else {})

@@ -2,16 +2,16 @@
 
 Every array a command reads (datasets, parameters, arguments, checkpoints) comes through
 `open_npz` or `read_array`, which never unpickle and turn each kind of broken file into
-one message. Every output is checked by `output_problem` before any work and written by
-`write_atomic`: to `NAME.tmp`, then renamed, so a failure never leaves half a file.
+one message. The file itself is opened by `dlvm.ir.files` (regular files of any size; a
+pipe or device is refused), which also checks every output before any work
+(`output_problem`) and writes it atomically (`save_npz`, `save_text`).
 """
 
 from __future__ import annotations
 
-import os
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -19,40 +19,39 @@ from typing import IO, Any
 import numpy as np
 
 import dlvm.ir as ir
+from dlvm.ir import files
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive's first entry, or an empty one
 PICKLE_MAGIC = b"\x80"
-TMP_SUFFIX = ".tmp"
+DATA_FILE = "data file"
 _DAMAGED = (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error, KeyError)
 
 
 # ---------------------------------------------------------------- reading
 
 
-def input_problem(path: Path) -> str | None:
-    """Why `path` cannot be read as an input file (None when it can)."""
-    if path.is_dir():
-        return f"'{path}' is a directory, not a file"
-    if not path.exists():
-        return f"file '{path}' does not exist"
-    if not path.is_file():
-        return f"'{path}' is not a regular file"
-    if not os.access(path, os.R_OK):
-        return f"cannot read '{path}': permission denied"
-    return None
+def input_problem(path: Path, what: str = DATA_FILE) -> str | None:
+    """Why `path` cannot be read as a `what` (None when it can): a data file must be a
+    regular file, a module may be a pipe or device (its front end reads it with a cap)."""
+    problem = files.input_problem(path, what=what, streams=what != DATA_FILE)
+    return f"cannot read {what} '{files.shown(path)}': {problem}" if problem else None
 
 
-def file_kind(path: Path) -> str:
-    """"npy" or "npz" by the file's first bytes (never by its name)."""
-    problem = input_problem(path)
-    if problem is not None:
-        raise ir.DlvmError(problem)
-    try:
-        with open(path, "rb") as f:
+@contextmanager
+def open_data(path: Path) -> Iterator[tuple[str, IO[bytes]]]:
+    """The file open for reading, and its kind: "npy" or "npz" by its first bytes (never by
+    its name)."""
+    with files.open_input(path, what=DATA_FILE, limit=None) as f:
+        try:
             magic = f.read(len(NPY_MAGIC))
-    except OSError as e:
-        raise ir.DlvmError(f"cannot read '{path}': {e.strerror or e}") from None
+            f.seek(0)
+        except OSError as e:
+            raise files.refused_read(path, DATA_FILE, files.reason(e)) from None
+        yield _kind(path, magic), f
+
+
+def _kind(path: Path, magic: bytes) -> str:
     if magic.startswith(NPY_MAGIC):
         return "npy"
     if magic.startswith(ZIP_MAGICS):
@@ -64,6 +63,12 @@ def file_kind(path: Path) -> str:
     if magic.startswith(PICKLE_MAGIC):
         raise ir.DlvmError(f"'{path}' holds pickled Python objects, which are never loaded")
     raise ir.DlvmError(f"'{path}' is not an .npz or .npy file")
+
+
+def file_kind(path: Path) -> str:
+    """"npy" or "npz" by the file's first bytes (never by its name)."""
+    with open_data(path) as (kind, _):
+        return kind
 
 
 class Archive:
@@ -100,17 +105,18 @@ class Archive:
 @contextmanager
 def open_npz(path: Path) -> Iterator[Archive]:
     """An .npz archive of named arrays; a single .npy array or any other file is refused."""
-    if file_kind(path) == "npy":
-        raise ir.DlvmError(f"'{path}' holds a single array (.npy), not an .npz archive "
-                           "of named arrays")
-    try:
-        npz = np.load(path, allow_pickle=False)
-    except MemoryError as e:
-        raise ir.DlvmError(f"'{path}' does not fit in memory ({e})") from None
-    except _DAMAGED as e:
-        raise ir.DlvmError(f"'{path}' is not a valid .npz archive: {_detail(e)}") from None
-    with npz:
-        yield Archive(path, npz)
+    with open_data(path) as (kind, f):
+        if kind == "npy":
+            raise ir.DlvmError(f"'{path}' holds a single array (.npy), not an .npz archive "
+                               "of named arrays")
+        try:
+            npz = np.load(f, allow_pickle=False)
+        except MemoryError as e:
+            raise ir.DlvmError(f"'{path}' does not fit in memory ({e})") from None
+        except _DAMAGED as e:
+            raise ir.DlvmError(f"'{path}' is not a valid .npz archive: {_detail(e)}") from None
+        with npz:
+            yield Archive(path, npz)
 
 
 def read_npz(path: Path) -> dict[str, np.ndarray]:
@@ -121,16 +127,19 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
 
 def read_array(path: Path, key: str | None = None) -> np.ndarray:
     """One array: a .npy file, array `key` of an .npz, or the only array of an .npz."""
-    if file_kind(path) == "npy":
-        if key is not None:
-            raise ir.DlvmError(f"'{path}' is a single array (.npy): it has no array '{key}'")
-        try:
-            value: np.ndarray = np.load(path, allow_pickle=False)
-        except MemoryError as e:
-            raise ir.DlvmError(f"'{path}' does not fit in memory ({e})") from None
-        except _DAMAGED as e:
-            raise ir.DlvmError(f"'{path}' is not a valid .npy file: {_detail(e)}") from None
-        return value
+    with open_data(path) as (kind, f):
+        if kind == "npy":
+            if key is not None:
+                raise ir.DlvmError(f"'{path}' is a single array (.npy): it has no array "
+                                   f"'{key}'")
+            try:
+                value: np.ndarray = np.load(f, allow_pickle=False)
+            except MemoryError as e:
+                raise ir.DlvmError(f"'{path}' does not fit in memory ({e})") from None
+            except _DAMAGED as e:
+                raise ir.DlvmError(f"'{path}' is not a valid .npy file: {_detail(e)}"
+                                   ) from None
+            return value
     with open_npz(path) as archive:
         if key is None:
             if len(archive.names) != 1:
@@ -151,61 +160,10 @@ def _detail(e: BaseException) -> str:
 # ---------------------------------------------------------------- writing
 
 
-def temporary(path: Path) -> Path:
-    """Where `path` is written before it is renamed into place."""
-    return path.with_name(path.name + TMP_SUFFIX)
-
-
 def output_problem(path: Path) -> str | None:
     """Why `path` cannot be written (None when it can); checked before any work."""
-    if path.is_dir():
-        return f"'{path}' is a directory"
-    if path.exists() and path.is_file() and not os.access(path, os.W_OK):
-        return f"'{path}' is read-only"
-    for parent in path.parents:
-        if not parent.exists():
-            continue
-        if not parent.is_dir():
-            return f"'{parent}' is not a directory"
-        if not os.access(parent, os.W_OK | os.X_OK):
-            return f"cannot create files in '{parent}' (permission denied)"
-        break
-    if path.is_file() or not path.exists():
-        tmp = temporary(path)
-        if tmp.exists() and not tmp.is_file():
-            return f"'{tmp}' (its temporary file) is in the way"
-    return None
-
-
-def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write through `NAME.tmp` and rename it over `path`; on failure nothing is left."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and not path.is_file():  # a device or pipe: write it in place
-            with open(path, "wb") as f:
-                write(f)
-            return
-        tmp = temporary(path)
-        try:
-            with open(tmp, "wb") as f:
-                write(f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-    except OSError as e:
-        raise ir.DlvmError(f"cannot write '{path}': {e.strerror or e}") from None
-
-
-def remove_stale_temporary(path: Path) -> bool:
-    """Remove the `NAME.tmp` a killed write left behind; True when there was one."""
-    tmp = temporary(path)
-    if not tmp.is_file():
-        return False
-    tmp.unlink(missing_ok=True)
-    return True
+    problem = files.output_problem(path)
+    return f"cannot write '{files.shown(path)}': {problem}" if problem else None
 
 
 def write_npz(f: IO[bytes], arrays: Mapping[str, Any]) -> None:
@@ -216,26 +174,11 @@ def write_npz(f: IO[bytes], arrays: Mapping[str, Any]) -> None:
                 np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
 
 
-def save_npz(path: Path, arrays: Mapping[str, Any]) -> None:
+def save_npz(path: Path, arrays: Mapping[str, Any], what: str = "output") -> None:
     """`arrays` as an .npz at exactly `path`, atomically."""
-    write_atomic(path, lambda f: write_npz(f, arrays))
+    files.write_atomic(path, lambda f: write_npz(f, arrays), what=what)
 
 
-def save_text(path: Path, text: str) -> None:
+def save_text(path: Path, text: str, what: str = "output") -> None:
     """`text` as UTF-8 at exactly `path`, atomically."""
-    data = text.encode("utf-8")
-
-    def write(f: IO[bytes]) -> None:
-        f.write(data)
-
-    write_atomic(path, write)
-
-
-def same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file: `samefile` when both exist, else resolved paths."""
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return a.resolve() == b.resolve()
+    files.write_atomic(path, text, what=what)

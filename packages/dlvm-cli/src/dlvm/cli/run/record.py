@@ -72,7 +72,7 @@ class RunRecord:
                      "outputs": sorted({str(p.resolve()) for p in outputs}
                                        | set(_listed(earlier))),
                      "history": history})
-        save_text(run.path / PIPELINE_RECORD, _json(resolved))
+        save_text(run.path / PIPELINE_RECORD, _json(resolved), what="run record")
         record = cls(run, data)
         record.save()
         return record
@@ -86,7 +86,7 @@ class RunRecord:
         self.save()
 
     def save(self) -> None:
-        save_text(self.run.path / RUN_RECORD, _json(self.data))
+        save_text(self.run.path / RUN_RECORD, _json(self.data), what="run record")
 
 
 def _listed(record: dict[str, Any] | None) -> list[str]:

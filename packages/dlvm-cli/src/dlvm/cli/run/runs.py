@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import dlvm.ir as ir
+from dlvm.ir import files
 
 LATEST = "latest"
 RUN_RECORD = "run.json"
 PIPELINE_RECORD = "pipeline.json"
 OUTPUTS_FOLDER = "out"
 TIMESTAMP = "%Y%m%d-%H%M%S"
+ROOM = "x" * 64  # room a parent path must leave: a run folder's name and one file in it
 
 
 @dataclass(frozen=True)
@@ -56,19 +58,18 @@ def name_problem(name: str) -> str | None:
     if name == LATEST:
         return f"'{LATEST}' is the link to the newest run; choose another name"
     if name in (".", "..") or name.startswith(".") or any(c in name for c in "/\\\0"):
-        return f"'{name}' is not a plain folder name (no '/', no leading '.')"
-    return None
+        return f"'{files.shown(name)}' is not a plain folder name (no '/', no leading '.')"
+    problem = files.path_problem(name)
+    return f"'{files.shown(name)}': {problem}" if problem is not None else None
 
 
 def parent_problem(parent: Path) -> str | None:
     """Why runs cannot be kept in `parent` (None when they can)."""
-    for folder in (parent, *parent.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                return f"'{folder}' is not a directory"
-            if not os.access(folder, os.W_OK | os.X_OK):
-                return f"cannot create run folders in '{folder}' (permission denied)"
-            break
+    if files.path_problem(parent / ROOM) is not None:
+        return f"'{files.shown(parent)}': its name is too long to hold run folders"
+    problem = files.folder_problem(str(parent))
+    if problem is not None:
+        return problem
     latest = parent / LATEST
     if latest.exists() and not latest.is_symlink():
         return f"'{latest}' is in the way of the link to the newest run"
@@ -144,8 +145,8 @@ def link_latest(run: RunFolder) -> None:
 def read_record(folder: Path) -> dict[str, Any] | None:
     """A run's record, or None when it has none that can be read."""
     try:
-        record = json.loads((folder / RUN_RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = json.loads(files.read_text(folder / RUN_RECORD, what="run record"))
+    except (ir.DlvmError, ValueError, RecursionError):
         return None
     return record if isinstance(record, dict) else None
 

@@ -20,7 +20,8 @@ class Key:
     help: str
     required: bool = False
     choices: tuple[Any, ...] = ()
-    is_path: bool = False  # relative to the TOML file (an output: to the run folder)
+    is_path: bool = False  # paths (or arrays of them) relative to the TOML file (an output:
+    # to the run folder), refused when the system could not take them (too long, a NUL)
     must_exist: bool = False  # an input file, read before any work
     is_output: bool = False  # a file written into the run folder: checked before any work
     minimum: float | None = None
@@ -40,7 +41,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
                     is_path=True, must_exist=True),
         "frontend": Key(STR, "the front end to read it with (default: by the file's suffix)"),
         "link": Key(ARRAY, "files linked into the module (a loss, a training step…): their "
-                    "functions may call the module's, declared extern", items=STR),
+                    "functions may call the module's, declared extern", items=STR, is_path=True),
     },
     "passes": {
         "pipeline": Key(STR, "pipeline text, e.g. \"differentiation,O2\""),
@@ -63,7 +64,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "parameters": Key(STR, ".npz whose arrays fill the arguments of the same names",
                           is_path=True, must_exist=True),
         "args": Key(STR + ARRAY, "the other arguments: an .npz of arg0… or a list of "
-                    "\"file.npy\" / \"file.npz:array\"", items=STR),
+                    "\"file.npy\" / \"file.npz:array\"", items=STR, is_path=True),
         "output": Key(STR, ".npz to write out0, out1, … to", is_path=True, is_output=True),
     },
     "data": {

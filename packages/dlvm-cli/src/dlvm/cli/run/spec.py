@@ -15,7 +15,6 @@ import difflib
 import math
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,11 +23,16 @@ import numpy as np
 
 import dlvm.ir as ir
 from dlvm.cli.inputs import toml_value
+from dlvm.cli.toml_text import TomlError, loads
+from dlvm.ir import files
 from dlvm.ir.plugin import install_hint
 
-from .files import input_problem, open_npz, output_problem, same_file
+from .files import DATA_FILE, input_problem, open_npz, output_problem
 from .locate import key_positions, position
 from .runs import (
+    LATEST,
+    PIPELINE_RECORD,
+    RUN_RECORD,
     RunFolder,
     default_parent,
     describe_runs,
@@ -46,7 +50,9 @@ if TYPE_CHECKING:
 KeyPath = tuple[str | int, ...]
 PIPELINE_FILE: KeyPath = ()  # the pipeline file itself, among the inputs
 RUN_NAME: KeyPath = ("run", "name")
-BOM = "\ufeff"
+# what an input key names, for messages (and whether a pipe may give it); else a data file
+INPUT_KINDS: dict[KeyPath, str] = {("module", "path"): "module"}
+MAX_PIPELINE_BYTES = 16 * 1024 * 1024  # a pipeline file holds keys, not data
 
 
 def dotted(path: KeyPath) -> str:
@@ -287,8 +293,26 @@ class Loader:
             self.problem(path, f"'{value}' is not one of {', '.join(spec.choices)}")
         if spec.minimum is not None and isinstance(value, int | float) and value < spec.minimum:
             self.problem(path, f"must be at least {spec.minimum:g}, found {value}")
+        if spec.is_path and not self.system_takes(value, path):
+            return
         if spec.must_exist and isinstance(value, str):
             self.existing(value, path)
+
+    def system_takes(self, value: Any, path: KeyPath) -> bool:
+        """Whether every path of a path key (a string, or an array's) could name a file:
+        a path of megabytes is refused here, before any work on it."""
+        items: list[tuple[KeyPath, str]] = []
+        if isinstance(value, str):
+            items.append((path, value))
+        elif isinstance(value, list):
+            items.extend(((*path, i), v) for i, v in enumerate(value) if isinstance(v, str))
+        ok = True
+        for where, text in items:
+            problem = files.path_problem(text)
+            if problem is not None:
+                self.problem(where, f"'{files.shown(text)}': {problem}")
+                ok = False
+        return ok
 
     def check_type(self, types: tuple[type, ...], value: Any, path: KeyPath) -> bool:
         """Whether `value` has one of `types` (and is a finite number, if a number)."""
@@ -304,7 +328,7 @@ class Loader:
 
     def existing(self, value: str, path: KeyPath) -> Path | None:
         p = self.path(value)
-        problem = input_problem(p)
+        problem = input_problem(p, INPUT_KINDS.get(path[:2], DATA_FILE))
         if problem is not None:
             self.problem(path, problem)
             return None
@@ -386,8 +410,9 @@ class Loader:
     def link(self, module: ir.Module, item: str, where: KeyPath) -> bool:
         """Link one file into the module (read by its front end, as the module is)."""
         path = self.path(item)
-        if not path.is_file():
-            self.problem(where, f"no such file: {path}")
+        problem = input_problem(path, "module")
+        if problem is not None:
+            self.problem(where, problem)
             return False
         try:
             ir.link(module, ir.load_module(path, verify=False), str(path))
@@ -423,7 +448,7 @@ class Loader:
             try:
                 texts[key] = option_text(value)
             except ValueError as e:
-                self.problem((*path, "options", key), e)
+                self.problem((*path, "options", key), str(e))
         name = item.get("name")
         if not isinstance(name, str) or len(texts) != len(options):
             return ""
@@ -486,7 +511,7 @@ class Loader:
                 continue  # reported by check_value
             where: KeyPath = ("call", "args") if isinstance(raw, str) else ("call", "args", i)
             file, key = item, None
-            if ":" in item and not self.path(item).exists():
+            if ":" in item and not os.path.exists(self.path(item)):
                 file, key = item.rsplit(":", 1)
             out.append((where, self.path(file), key or None))
         return out
@@ -717,9 +742,9 @@ class Loader:
         for i, (where, path) in enumerate(outputs):
             problem = output_problem(path)
             if problem is not None:
-                self.problem(where, f"cannot write '{path}': {problem}")
+                self.problem(where, problem)
                 continue
-            clash = self.clash(where, path, inputs, outputs[:i])
+            clash = self.clash(where, path, inputs, outputs[:i]) or self.kept_by_runs(path)
             if clash is not None:
                 self.problem(where, clash)
             elif not dry_run and path.is_file():
@@ -727,6 +752,18 @@ class Loader:
                 if replaced is not None:
                     self.problem(where, replaced)
         return [path for _, path in outputs]
+
+    def kept_by_runs(self, path: Path) -> str | None:
+        """Why `path` is the runs' own (the run's record, the `latest` link), if it is."""
+        if self.run is None:
+            return None
+        owned = {self.run.path / RUN_RECORD: "the run's record",
+                 self.run.path / PIPELINE_RECORD: "the pipeline as the run ran it",
+                 self.run.parent / LATEST: "the link to the newest run"}
+        for own, what in owned.items():
+            if files.same_file(path, own):
+                return f"'{path}' is {what} ({own.name}); choose another name"
+        return None
 
     def replaced(self, where: KeyPath, path: Path, continuing: bool) -> str | None:
         """Why the existing file `path` must not be replaced (None when it may be): inside
@@ -751,11 +788,11 @@ class Loader:
               earlier: list[tuple[KeyPath, Path]]) -> str | None:
         """Why output `path` would destroy an input or another output (None if it would not)."""
         for source, read in inputs:
-            if same_file(path, read) and not _hands_over(where, source):
+            if files.same_file(path, read) and not _hands_over(where, source):
                 what = "the pipeline file" if source == PIPELINE_FILE else dotted(source)
                 return f"'{path}' is also an input ({what}); refusing to overwrite it"
         for other, written in earlier:
-            if same_file(path, written):
+            if files.same_file(path, written):
                 return f"'{path}' is also written as {dotted(other)}"
         return None
 
@@ -859,19 +896,12 @@ def load_spec(file: str | Path, overrides: tuple[str, ...] | list[str] = (),
     """Read, override and validate a pipeline file; raises SpecError listing every problem.
     `name` (`--name`) sets run.name; a dry run refuses nothing for its outputs."""
     path = Path(file)
+    text = files.read_text(path, what="pipeline file", limit=MAX_PIPELINE_BYTES)
     try:
-        text = path.read_text(encoding="utf-8").removeprefix(BOM)
-    except OSError as e:
-        raise ir.DlvmError(f"cannot read '{path}': {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise ir.DlvmError(f"'{path}' is not UTF-8 text") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        at = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
-        where = f"{path}:{at[1]}:{at[2]}" if at else str(path)
-        message = str(e).split(" (at ")[0]
-        raise SpecError([f"{where}: error: invalid TOML: {message}"]) from None
+        doc = loads(text)
+    except TomlError as e:
+        where = f"{path}:{e.line}:{e.column}" if e.line is not None else str(path)
+        raise SpecError([f"{where}: error: invalid TOML: {e.message}"]) from None
     overridden: list[KeyPath] = []
     for item in overrides:
         key, value = parse_override(item)
@@ -883,7 +913,11 @@ def load_spec(file: str | Path, overrides: tuple[str, ...] | list[str] = (),
         overridden.append(RUN_NAME)
         options[RUN_NAME] = "--name"
     loader = Loader(path, doc)
-    spec = loader.load(resume, overwrite, dry_run)
+    try:
+        spec = loader.load(resume, overwrite, dry_run)
+    except OSError as e:  # a file system check the keys' own checks did not foresee
+        name = f" '{files.shown(e.filename)}'" if e.filename else ""
+        raise ir.DlvmError(f"{path}: cannot use the file{name}: {files.reason(e)}") from None
     if spec is None:
         raise SpecError(format_problems(path, loader.problems, text, overridden, options),
                         loader.notes)

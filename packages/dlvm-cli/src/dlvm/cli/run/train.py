@@ -25,6 +25,7 @@ import numpy as np
 
 import dlvm.ir as ir
 from dlvm.cli import errors
+from dlvm.ir import files
 from dlvm.ir.runtime import convert_argument, numpy_dtype
 from dlvm.ir.types import TensorType
 
@@ -369,7 +370,7 @@ def read_checkpoint(path: Path, names: list[str], types: list[TensorType]
 
 def save_checkpoint(path: Path, params: dict[str, np.ndarray], epoch: int) -> None:
     """Write atomically: a temporary file renamed over the old checkpoint."""
-    save_npz(path, {**params, EPOCH_KEY: np.int64(epoch)})
+    save_npz(path, {**params, EPOCH_KEY: np.int64(epoch)}, what="checkpoint")
 
 
 # ---------------------------------------------------------------- metrics
@@ -379,9 +380,7 @@ def append_metrics(path: Path, record: dict[str, Any]) -> None:
     """One JSON line; NaN and infinities (with `allow_nonfinite`) are written as null."""
     finite = {k: (v if not isinstance(v, float) or math.isfinite(v) else None)
               for k, v in record.items()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(finite, allow_nan=False) + "\n")
+    files.append_text(path, json.dumps(finite, allow_nan=False) + "\n", what="metrics")
 
 
 def reconcile_metrics(path: Path, epoch: int) -> None:
@@ -391,10 +390,8 @@ def reconcile_metrics(path: Path, epoch: int) -> None:
         if epoch:
             errors.note(f"'{path}' holds no metrics of epochs 1..{epoch}")
         return
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
-    except OSError as e:
-        raise ir.DlvmError(f"cannot read '{path}': {e.strerror or e}") from None
+    data = files.read_input(path, what="metrics", limit=None)
+    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
     kept, seen, dropped, torn = [], set(), 0, False
     for i, line in enumerate(lines):
         record = _record(line)
@@ -409,7 +406,7 @@ def reconcile_metrics(path: Path, epoch: int) -> None:
             seen.add(number)
         kept.append(line)
     if dropped or torn:
-        save_text(path, "".join(kept))
+        save_text(path, "".join(kept), what="metrics")
     if torn:
         errors.note(f"dropped the incomplete last line of '{path}'")
     if dropped:
@@ -485,7 +482,10 @@ def start_fresh(spec: TrainSpec) -> None:
     none, and validation refused to replace an earlier run's unless --overwrite said to."""
     for path in (spec.metrics, spec.checkpoint):
         if path is not None and path.is_file():
-            path.unlink()
+            try:
+                path.unlink()
+            except OSError as e:
+                raise files.refused_write(path, "output", files.reason(e)) from None
 
 
 def nonfinite(spec: TrainSpec, loss: float, epoch: int, step: int, done: int) -> ir.DlvmError:
