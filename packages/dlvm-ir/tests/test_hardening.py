@@ -216,6 +216,10 @@ def test_a_timeout_stops_a_runaway_loop() -> None:
     ({"max_steps": 0}, "target option 'max_steps' must be at least 1, found 0"),
     ({"timeout": math.nan}, "target option 'timeout' must be a number, found nan"),
     ({"timeout": -1}, "target option 'timeout' must be at least 0, found -1"),
+    ({"timeout": math.inf}, "target option 'timeout' must be a finite number, found inf"),
+    ({"timeout": 1e12}, "target option 'timeout' must be at most 1000000000, found "
+                        "1000000000000.0"),
+    ({"seed": 2**64}, f"target option 'seed' must be at most {2**63 - 1}, found {2**64}"),
 ])
 def test_bad_interpreter_options_are_one_line_errors(options: dict[str, object],
                                                      message: str) -> None:

@@ -394,6 +394,134 @@ def test_copy_with_deallocated_memory(fn: str) -> None:
         run(MEMORY_SRC, fn)
 
 
+# ---------------------------------------------------------------- allocation counts
+
+COUNTS_SRC = """
+func @heap_of: (i64) -> f32 {
+'entry(%n: i64):
+  %p = allocateHeap f32 count %n: i64
+  return 1: f32
+}
+func @heap_of_i8: (i8) -> f32 {
+'entry(%n: i8):
+  %p = allocateHeap <2 x f32> count %n: i8
+  return 1: f32
+}
+func @copy_between: (i64, i64, i64) -> f32 {
+'entry(%m: i64, %k: i64, %n: i64):
+  %src = allocateHeap f32 count %m: i64
+  %dst = allocateHeap f32 count %k: i64
+  store 1: f32 to %src: *f32
+  copy from %src: *f32 to %dst: *f32 count %n: i64
+  %r = load %dst: *f32
+  return %r: f32
+}
+"""
+
+HUGE_SRC = """
+func @billion: (f32) -> (f32, f32, f32) {
+'entry(%v: f32):
+  %a = allocateHeap <4 x f32> count 1000000000000: i64
+  %z = load %a: *<4 x f32>
+  %s = reduce %z: <4 x f32> by add init 0: f32
+  %b = allocateStack f32 count 1000000000
+  %c = allocateStack f32 count 1000000000
+  store %v: f32 to %b: *f32
+  copy from %b: *f32 to %c: *f32 count 1000000000: i64
+  %x = load %c: *f32
+  %d = allocateHeap f32 count 1000000000: i64
+  copy from %d: *f32 to %c: *f32 count 1000000000: i64
+  %y = load %c: *f32
+  deallocate %a: *<4 x f32>
+  deallocate %d: *f32
+  %r = literal (%s: f32, %x: f32, %y: f32): (f32, f32, f32)
+  return %r: (f32, f32, f32)
+}
+func @huge_array: () -> f32 {
+'entry():
+  %b = allocateBox [1000000000 x f32]
+  %p = projectBox %b: box{[1000000000 x f32]}
+  %q = elementPointer %p: *[1000000000 x f32] at 5
+  %v = load %q: *f32
+  return %v: f32
+}
+func @array_of_arrays: () -> f32 {
+'entry():
+  %p = allocateStack [100000 x [100000 x f32]] count 1
+  %q = elementPointer %p: *[100000 x [100000 x f32]] at 1, 2
+  %v = load %q: *f32
+  return %v: f32
+}
+"""
+
+
+def every_cell_is_made() -> bool:
+    """llvm-cpu allocates and zeroes every cell at the allocation; the interpreter and the
+    GPU target's host walk make a cell when it is first written."""
+    from dlvm.ir.testing import target_under_test
+
+    return target_under_test().startswith("llvm-cpu")
+
+
+@pytest.mark.parametrize("fn, n", [("heap_of", np.int64(-1)), ("heap_of", np.int64(-2**62)),
+                                   ("heap_of_i8", np.int8(-5))])
+def test_a_negative_count_is_an_error_at_the_allocation(fn: str, n: np.integer) -> None:
+    with pytest.raises(ir.ExecutionError,
+                       match=f"'allocateHeap': allocation of a negative count {int(n)}$"):
+        run(COUNTS_SRC, fn, n)
+
+
+def test_a_count_of_zero_allocates_nothing_to_read() -> None:
+    assert run1(COUNTS_SRC, "heap_of", np.int64(0)).tolist() == 1.0
+    with pytest.raises(ir.ExecutionError, match="pointer index 0 out of bounds"):
+        run(COUNTS_SRC, "copy_between", np.int64(1), np.int64(0), np.int64(1))
+
+
+@pytest.mark.parametrize("m, k, n", [(2, 5, 3), (5, 2, 3), (3, 3, 4)])
+def test_a_copy_past_an_end_names_the_first_cell_outside(m: int, k: int, n: int) -> None:
+    with pytest.raises(ir.ExecutionError, match=f"pointer index {min(m, k)} out of bounds"):
+        run(COUNTS_SRC, "copy_between", np.int64(m), np.int64(k), np.int64(n))
+
+
+def test_a_copy_of_a_huge_count_past_an_end_is_refused_at_once() -> None:
+    with pytest.raises(ir.ExecutionError, match="pointer index 1 out of bounds"):
+        run(COUNTS_SRC, "copy_between", np.int64(1), np.int64(1), np.int64(10**12))
+
+
+def test_a_copy_of_a_negative_count_is_an_error() -> None:
+    with pytest.raises(ir.ExecutionError, match="negative count -1"):
+        run(COUNTS_SRC, "copy_between", np.int64(2), np.int64(2), np.int64(-1))
+
+
+def test_a_billion_cells_cost_nothing_until_written() -> None:
+    if every_cell_is_made():
+        pytest.skip("llvm-cpu makes every cell at the allocation (gigabytes here)")
+    exe = compile_for_test(ir.parse(HUGE_SRC))
+    s, x, y = exe.call("billion", np.float32(2.5))
+    # unwritten cells read as zero, a copy moves what was written, and a copy from cells
+    # never written makes the destination read zero again
+    assert (s.tolist(), x.tolist(), y.tolist()) == (0.0, 2.5, 0.0)
+
+
+@pytest.mark.parametrize("fn", ["huge_array", "array_of_arrays"])
+def test_an_array_value_too_large_to_hold_is_refused(fn: str) -> None:
+    if every_cell_is_made():
+        pytest.skip("llvm-cpu lays the array out in memory (gigabytes here)")
+    exe = compile_for_test(ir.parse(HUGE_SRC))
+    with pytest.raises(ir.ExecutionError, match=r"elements, more than the interpreter keeps "
+                                                r"in arrays \(16777216\); use a tensor type"):
+        exe.call(fn)
+
+
+@pytest.mark.interp_only("a type rule: the verifier's")
+def test_an_allocate_stack_count_must_fit_in_an_i64() -> None:
+    m = ir.parse("func @f: () -> () {\n'entry():\n"
+                 "  %p = allocateStack f32 count 9223372036854775808\n  return\n}\n")
+    with pytest.raises(ir.DlvmError, match="allocateStack needs a count from 1 to "
+                                           "9223372036854775807, found 9223372036854775808"):
+        ir.verify(m)
+
+
 def test_box_retain_release() -> None:
     z, r = run(MEMORY_SRC, "box", np.float32(6))
     assert (z.tolist(), r.tolist()) == (0.0, 6.0)

@@ -63,3 +63,36 @@ def test_device_arrays_cross_to_torch_without_a_copy() -> None:
     t = torch.from_dlpack(y)
     assert t.device.type == "cuda" and t.data_ptr() == y.ptr
     assert torch.equal(t, x * 2)
+
+
+SUMS = """
+func @count: (<1 x f32>) -> f32 {
+'entry(%half: <1 x f32>):
+  %ones = add %half: <1 x f32>, 0.5: <100000000 x f32>
+  %s = reduce %ones: <100000000 x f32> by add init 0: f32
+  return %s: f32
+}
+func @columns: (<_ x 3 x f32>) -> <3 x f32> {
+'entry(%x: <_ x 3 x f32>):
+  %s = reduce %x: <_ x 3 x f32> by add init 0: f32 along 0
+  return %s: <3 x f32>
+}
+func @rows: (<_ x _ x f32>) -> <_ x f32> {
+'entry(%x: <_ x _ x f32>):
+  %s = reduce %x: <_ x _ x f32> by add init 0: f32 along 1
+  return %s: <_ x f32>
+}
+"""
+
+
+@pytest.mark.parametrize("passes", ["", "O3"])
+def test_gpu_sums_keep_growing_in_every_kernel_shape(passes: str) -> None:
+    """10^8 ones (split into partials), 2^24 then ones down columns (few outputs) and along
+    rows (a block per row): float32 sums add in float64 on the device too."""
+    exe = ir.compile(ir.parse(SUMS), "nvptx", passes=passes)
+    assert exe.call("count", np.array([0.5], np.float32))[0].tolist() == 1e8
+    x = np.ones((100_001, 3), np.float32)
+    x[0] = 2.0**24
+    assert exe.call("columns", x)[0].tolist() == [2.0**24 + 100_000] * 3
+    rows = np.ascontiguousarray(np.broadcast_to(x[:, :1].T, (64, 100_001)))
+    assert exe.call("rows", rows)[0].tolist() == [2.0**24 + 100_000] * 64

@@ -213,3 +213,68 @@ def test_unknown_architectures_are_refused_and_new_ones_mapped() -> None:
     assert nvptx.nearest_arch("sm_87") == "sm_86"
     with pytest.raises(nvptx.PTXError, match="older than sm_75"):
         nvptx.nearest_arch("sm_70")
+
+
+SUM_KERNELS = textwrap.dedent('''
+    import json, sys
+    import dlvm.ir as ir
+    from llvmlite import ir as ll
+    from dlvm.llvm_gpu import nvptx
+    from dlvm.llvm_gpu.kernels import NVPTXFlavour, RegionBuilder
+
+    out, cases = sys.argv[1], json.loads(sys.argv[2])
+    ptx = {}
+    for name, (dtype, dims, along) in cases.items():
+        t = "<" + " x ".join(map(str, dims)) + f" x {dtype}>"
+        kept = [d for k, d in enumerate(dims) if k != along]
+        r = "<" + " x ".join(map(str, kept)) + f" x {dtype}>" if kept else dtype
+        m = ir.parse(f"func @k: ({t}) -> {r} {{\\n'entry(%a: {t}):\\n"
+                     f"    %r = reduce %a: {t} by add init 0: {dtype} along {along}\\n"
+                     f"    return %r: {r}\\n}}\\n")
+        ir.verify(m)
+        fn = m.function("k")
+        insts, params = fn.entry.instructions[:-1], list(fn.entry.arguments)
+        module = ll.Module(name=name)
+        code = RegionBuilder(name, insts, params, [insts[-1]], {v: v.type for v in
+                             [*params, *insts]}, [False], NVPTXFlavour(libdevice=False),
+                             module).build()
+        ptx[name] = nvptx.emit_ptx(str(module), "sm_80", code.kernel_names)
+    with open(out, "w") as f:
+        json.dump(ptx, f)
+''')
+# each way a GPU reduction runs (see kernels.py), for the data types that sum wider
+SUM_CASES = {
+    "thread_f32": ("f32", [5, 3], 1),  # few reduced elements: one thread per output
+    "block_f32": ("f32", [100, 5000], 1),  # one block per output, a tree of shuffles
+    "split_f32": ("f32", [70000], 0),  # partials in scratch memory, then their fold
+    "split_f16": ("f16", [70000], 0),
+    "block_f16": ("f16", [100, 5000], 1),
+}
+
+
+@pytest.fixture(scope="module")
+def sum_ptx(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    out = tmp_path_factory.mktemp("sums") / "sums.json"
+    run = subprocess.run([sys.executable, "-c", SUM_KERNELS, str(out), json.dumps(SUM_CASES)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("case", sorted(SUM_CASES))
+def test_gpu_sums_of_narrow_floats_add_in_double_and_round_once(
+        case: str, sum_ptx: dict[str, str]) -> None:
+    """Every fold, shuffle tree and partial of a float16/float32 sum adds in float64 (no
+    add in the data type itself, partials in scratch stored as 64 bits), and the result is
+    rounded once, where it is stored."""
+    ptx = sum_ptx[case]
+    dtype = SUM_CASES[case][0]
+    assert "add.rn.f64" in ptx
+    assert f"add.rn.{dtype}" not in ptx and f"add.{dtype}" not in ptx
+    assert ptx.count(f"cvt.f64.{dtype}") >= 1  # each element widened as it is read
+    narrowing = "cvt.rn.f32.f64" if dtype == "f32" else "cvt.rn.f16.f32"
+    assert ptx.count(narrowing) == 1
+    if case.startswith("split"):
+        assert "st.global.b64" in ptx  # the partials keep their 64 bits
+    if nvptx.ptxas_path() is not None:
+        nvptx.ptxas_check(ptx, "sm_80")

@@ -74,6 +74,25 @@ def test_a_pass_nobody_provides_is_an_error_not_a_warning() -> None:
         ir.compile(ir.parse(SOURCE), target="llvm-cpu", passes="frobnicate")
 
 
+@pytest.mark.usefixtures("without_dlvm_opt")
+def test_an_unknown_pass_beside_a_missing_package_is_an_error() -> None:
+    with pytest.raises(ir.DlvmError, match="unknown pass 'frobnicate'"):
+        ir.compile(ir.parse(SOURCE), target="llvm-cpu", passes="O3,frobnicate")
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", "nvptx{device=host}"])
+@pytest.mark.parametrize("passes", ["O3,frobnicate", "frobnicate,O3", "cse,frobnicate"])
+def test_an_unknown_pass_in_a_pipeline_is_an_error_naming_it(target: str, passes: str) -> None:
+    """Never the pipeline skipped without a word: every LLVM target refuses it."""
+    from dlvm.ir.testing import target_and_options
+
+    name, options = target_and_options(target)
+    if not ir.registry().has("target", name):
+        pytest.skip(f"target '{name}' is not installed")
+    with pytest.raises(ir.DlvmError, match="unknown pass 'frobnicate'"):
+        ir.compile(ir.parse(SOURCE), target=name, passes=passes, **options)
+
+
 def test_the_cli_shows_the_warning_once(tmp_path: Path) -> None:
     source = tmp_path / "f.dl"
     source.write_text(SOURCE)

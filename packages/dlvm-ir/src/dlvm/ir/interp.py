@@ -45,6 +45,7 @@ from .runtime import (
     as_tensor,
     check_conforms,
     convert_argument,
+    format_np_shape,
     has_static_dims,
     numpy_dtype,
     read_only,
@@ -120,7 +121,7 @@ class Interpreter:
     def global_pointer(self, g: GlobalVariable) -> Pointer:
         p = self.globals.get(g)
         if p is None:
-            p = self.globals[g] = Pointer(Memory([zero_value(g.value_type, self.module)]))
+            p = self.globals[g] = Pointer(Memory.holding(zero_value(g.value_type, self.module)))
         return p
 
     # ------------------------------------------------------------ literals
@@ -153,7 +154,13 @@ class Interpreter:
             sub = t.with_shape(t.shape[1:])
             if not elements:
                 return np.zeros((0, *(d or 0 for d in sub.shape)), numpy_dtype(t.dtype))
-            return np.stack([as_tensor(e, sub) for e in elements])
+            rows = [as_tensor(e, sub) for e in elements]
+            for k, row in enumerate(rows[1:], 1):
+                if row.shape != rows[0].shape:
+                    raise ExecutionError(f"tensor literal element {k} has shape "
+                                         f"{format_np_shape(row.shape)}, not "
+                                         f"{format_np_shape(rows[0].shape)}")
+            return np.stack(rows)
         if lit.kind == "struct":
             return dict(zip(lit.keys, elements, strict=True))
         if lit.kind == "enum":

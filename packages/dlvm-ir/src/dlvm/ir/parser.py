@@ -10,6 +10,7 @@ one run reports every independent error.
 
 from __future__ import annotations
 
+import os
 from typing import Any, NoReturn
 
 from . import lexer as lx
@@ -34,7 +35,8 @@ from .core import (
     ScalarLiteral,
     Value,
 )
-from .diagnostics import Diagnostic, DiagnosticError, DiagnosticSink, Source
+from .diagnostics import Diagnostic, DiagnosticError, DiagnosticSink, DlvmError, Source
+from .files import read_input
 from .opdef import Piece, TypeRuleError, lookup
 from .plugin import failed_plugin_notes
 from .types import (
@@ -1069,12 +1071,11 @@ def parse(text: str | bytes, filename: str = "<input>") -> Module:
     return module
 
 
-def parse_file(path: str) -> Module:
-    from pathlib import Path
-
-    p = Path(path)
+def parse_file(path: str | os.PathLike[str]) -> Module:
+    """The module in the file `path`, read as `dlvm.ir.files` reads a module's text (at
+    most `MAX_TEXT_BYTES`; a pipe or device too, up to that)."""
     try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise DiagnosticError([Diagnostic(f"cannot read '{path}': {e.strerror}")]) from None
-    return parse(data, str(path))
+        data = read_input(path, what="module")
+    except DlvmError as e:
+        raise DiagnosticError([Diagnostic(str(e))]) from None
+    return parse(data, os.fspath(path))

@@ -2,7 +2,7 @@
 
 Tensors are numpy arrays (0-d for scalars) of the IR's data type; tuples and
 arrays are Python tuples; structs are dicts keyed by field name; enums are
-`EnumValue`; memory is a list of cells addressed by `Pointer`.
+`EnumValue`; memory is a block of cells (`Memory`) addressed by `Pointer`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,14 @@ def numpy_dtype(dt: DataType) -> np.dtype[Any]:
             if dt.bits <= bits:
                 return np.dtype(t)
     return np.dtype(_NP[(dt.kind, dt.bits)])
+
+
+def sum_dtype(dt: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype a sum of `dt` values accumulates in: float64 for float16 and float32, so
+    that a long sum neither stops growing (float32 adds nothing to 2^24 + 1) nor depends on
+    its order beyond n·2^-53·Σ|x| before the one rounding to `dt`; any other dtype itself.
+    Every target sums so (`reduce … by add`, `unbroadcast`)."""
+    return np.dtype(np.float64) if dt in (np.float16, np.float32) else np.dtype(dt)
 
 
 def as_tensor(x: Any, t: TensorType) -> np.ndarray:
@@ -174,15 +182,65 @@ def kept(value: Any) -> Any:
     return value
 
 
-@dataclass(slots=True)
 class Memory:
-    """A block of `count` cells from one allocation; each cell holds a value `kept` for it."""
+    """A block of `count` cells from one allocation, each holding a value `kept` for it.
 
-    cells: list[Any]
-    freed: bool = False
+    Cells come into being as they are written: `written` maps a cell's index to its value,
+    and a cell never written reads as the block's `zero`. An allocation costs the same
+    whatever its count — a billion cells are a number until a program stores to them, and
+    a program that stores to many of them runs as many instructions, which the
+    interpreter's step and time limits bound.
+    """
 
-    def __post_init__(self) -> None:
-        self.cells = [kept(c) for c in self.cells]
+    __slots__ = ("count", "freed", "written", "zero")
+
+    def __init__(self, count: int, zero: Any) -> None:
+        if count < 0:
+            raise ExecutionError(f"allocation of a negative count {count}")
+        self.count = count
+        self.zero = kept(zero)
+        self.written: dict[int, Any] = {}
+        self.freed = False
+
+    @classmethod
+    def holding(cls, value: Any) -> Memory:
+        """One cell holding `value` (a box's contents, a global variable)."""
+        return cls(1, value)
+
+    def read(self, index: int) -> Any:
+        self.check_index(index)
+        return self.written.get(index, self.zero)
+
+    def write(self, index: int, value: Any) -> None:
+        self.check_index(index)
+        self.written[index] = kept(value)
+
+    def check_index(self, index: int) -> None:
+        if self.freed:
+            raise ExecutionError("use of deallocated memory")
+        if not 0 <= index < self.count:
+            raise ExecutionError(f"pointer index {index} out of bounds")
+
+    def free(self) -> None:
+        """Mark the block freed (a later access is an error) and drop what it held."""
+        self.freed = True
+        self.written.clear()
+
+    def copy_cells(self, start: int, target: Memory, target_start: int, n: int) -> None:
+        """Cells start…start+n−1 to target_start… of `target` (the caller checked both
+        ranges), each read before any is written: the work is that of the cells either
+        side holds written, not of `n`."""
+        moved = self._written_in(start, n)
+        for i in target._written_in(target_start, n):
+            if i - target_start + start not in moved:
+                del target.written[i]  # its source was never written: it reads as zero
+        for i, v in moved.items():
+            target.written[i - start + target_start] = v
+
+    def _written_in(self, start: int, n: int) -> dict[int, Any]:
+        if n <= len(self.written):
+            return {i: self.written[i] for i in range(start, start + n) if i in self.written}
+        return {i: v for i, v in self.written.items() if start <= i < start + n}
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,18 +250,17 @@ class Pointer:
     path: tuple[Any, ...] = ()  # keys into the cell's aggregate
 
     def load(self) -> Any:
-        cell = self._cell()
+        cell = self.memory.read(self.index)
         for k in self.path:
             cell = get_element(cell, k)
         return cell
 
     def store(self, value: Any) -> None:
-        self._cell()
         if not self.path:
-            self.memory.cells[self.index] = kept(value)
+            self.memory.write(self.index, value)
         else:
-            self.memory.cells[self.index] = kept(set_element(
-                self.memory.cells[self.index], self.path, value))
+            self.memory.write(self.index, set_element(
+                self.memory.read(self.index), self.path, value))
 
     def offset(self, n: int) -> Pointer:
         """The address `n` elements on: the next cell, or the next element of the
@@ -220,12 +277,6 @@ class Pointer:
     def check_live(self) -> None:
         if self.memory.freed:
             raise ExecutionError("use of deallocated memory")
-
-    def _cell(self) -> Any:
-        self.check_live()
-        if not 0 <= self.index < len(self.memory.cells):
-            raise ExecutionError(f"pointer index {self.index} out of bounds")
-        return self.memory.cells[self.index]
 
 
 @dataclass(slots=True)
@@ -273,7 +324,12 @@ def set_element(x: Any, path: tuple[Any, ...], value: Any) -> Any:
         return out
     if isinstance(x, np.ndarray):
         out_arr = x.copy()
-        out_arr[key] = set_element(x[key], rest, value)
+        new = set_element(x[key], rest, value)
+        if np.shape(new) != np.shape(x[key]):  # the types say equal: never broadcast
+            raise ExecutionError(f"an element of shape {format_np_shape(np.shape(new))} "
+                                 f"cannot replace one of shape "
+                                 f"{format_np_shape(np.shape(x[key]))}")
+        out_arr[key] = new
         return out_arr
     items = list(x)
     items[key] = set_element(items[key], rest, value)
@@ -291,12 +347,37 @@ def zero_value(t: Type, module: Any = None) -> Any:
     if isinstance(t, TupleType):
         return tuple(zero_value(e, module) for e in t.elements)
     if isinstance(t, ArrayType):
+        n = held_elements(t, module)
+        if n > MAX_ARRAY_ELEMENTS:
+            raise ExecutionError(f"a value of type {t} holds {n} elements, more than the "
+                                 f"interpreter keeps in arrays ({MAX_ARRAY_ELEMENTS}); use a "
+                                 "tensor type")
         return tuple(zero_value(t.element, module) for _ in range(t.count))
     if isinstance(t, NominalType) and module is not None:
         decl = module.type_decls.get(t.name)
         if isinstance(decl, StructDecl):
             return {k: zero_value(ft, module) for k, ft in decl.fields}
     return None
+
+
+# Array values are tuples of their elements, one Python object each: a zero value of more
+# elements than this is refused rather than built for minutes (a tensor holds any number).
+MAX_ARRAY_ELEMENTS = 1 << 24
+
+
+def held_elements(t: Type, module: Any = None) -> int:
+    """The Python objects a value of type `t` is made of (a tensor counts as one)."""
+    if module is not None:
+        t = module.resolve(t)
+    if isinstance(t, ArrayType):
+        return t.count * held_elements(t.element, module) if t.count else 0
+    if isinstance(t, TupleType):
+        return sum(held_elements(e, module) for e in t.elements)
+    if isinstance(t, NominalType) and module is not None:
+        decl = module.type_decls.get(t.name)
+        if isinstance(decl, StructDecl):
+            return sum(held_elements(ft, module) for _, ft in decl.fields)
+    return 1
 
 
 @dataclass(frozen=True, slots=True)

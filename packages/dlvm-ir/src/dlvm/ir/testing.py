@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -328,22 +329,38 @@ def check_random_program(text: str, x: float, y: float, n: int, k: int, target: 
                           ("tf", [x, y, n, k, 1.0])):
         fn = oracle.module.function(fn_name)
         assert fn is not None
-        check_same(fn, args, native, oracle)
+        check_same(fn, args, native, oracle, same_place=True)
 
 
 def check_same(fn: Any, args: list[Any], target: Executable, oracle: Executable, *,
-               errors: bool = True) -> None:
+               errors: bool = True, same_place: bool = False) -> None:
     """`target` computes what `oracle` does, and fails where it fails (unless `errors` is
-    False: optimizations may remove an unused instruction that would have failed)."""
+    False: optimizations may remove an unused instruction that would have failed); with
+    `same_place`, at the instruction the oracle's error names, if it names one."""
     what = f"@{fn.name}"
     try:
         want = oracle.call(fn.name or "", *args)
-    except ExecutionError:
+    except ExecutionError as e:
         if errors:
             try:
                 target.call(fn.name or "", *args)
-            except ExecutionError:
+            except ExecutionError as got:
+                if same_place:
+                    here, there = error_place(str(e)), error_place(str(got))
+                    assert here is None or here == there, (
+                        f"{what}: the oracle fails at {here} ({e}), the target at {there} "
+                        f"({got})")
                 return
-            raise AssertionError(f"{what}: the oracle fails, the target does not") from None
+            raise AssertionError(f"{what}: the oracle fails ({e}), the target does "
+                                 "not") from None
         return
     assert_agree(target.call(fn.name or "", *args), want, what)
+
+
+def error_place(message: str) -> str | None:
+    """The instruction a run-time error names (`file:line:col: 'opcode'`), if it does."""
+    found = _PLACE.match(message)
+    return found.group(1) if found else None
+
+
+_PLACE = re.compile(r"(\S+:\d+:\d+: '[^']+'): ")

@@ -20,7 +20,11 @@ loop over their elements; each reduction gets its own kernel:
 - `split`: for few outputs over many elements, blocks fold chunks into partial results
   (`block` mode, into scratch memory) and a second kernel folds the partials in order.
 
-No atomics: a float sum comes out the same on every run.
+No atomics: a float sum comes out the same on every run. A sum of float16 or float32
+accumulates in float64 in every fold, shuffle and partial (`accumulation_dtype`, shared with
+the CPU target) and is rounded once, where it is written: a thread that folds 2·10^7
+elements does not stop growing at 2^24, and the result is within n·2^-53·Σ|x| of the exact
+sum before that rounding, whatever the order of the tree.
 
 The same code builds for NVPTX (thread and block indices from the special registers, math
 from libdevice) and for the host (indices as parameters, looped over by a `.grid` wrapper,
@@ -44,9 +48,16 @@ from dlvm.ir.instructions.tensor import permutation
 from dlvm.ir.plugin import install_hint
 from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import DataType, TensorType
-from dlvm.llvm.kernel import combinator_name, direct_operands, is_region_instruction, rule_of
+from dlvm.llvm.kernel import (
+    accumulation_dtype,
+    combinator_name,
+    direct_operands,
+    is_region_instruction,
+    rule_of,
+)
 from dlvm.llvm.layout import I1, I8, I32, I64, PTR, element_type, scalar_type
 from dlvm.llvm.mathlib import LIBM, OWN, MathLib
+from dlvm.llvm.rounding import rounded
 from dlvm.llvm.scalar import SCALAR, ScalarEmitter, combine, identity
 
 BLOCK = 256  # threads per block
@@ -468,7 +479,7 @@ class RegionBuilder:
         if split:
             parts = min(1024, math.ceil(reduced / (BLOCK * 16)))
             offset = self.scratch
-            dtype = self.types[r].dtype
+            dtype = accumulation_dtype(r, self.types[r].dtype)  # partials stay wide
             self.scratch += outputs * parts * int(np.dtype(numpy_dtype(dtype)).itemsize)
             self.scratch = (self.scratch + 255) // 256 * 256
             self.block_reduction(suffix + "a", r, space, parts, offset)
@@ -488,7 +499,7 @@ class RegionBuilder:
             ctx.memo.clear()
             acc = ctx.fold(r, space, o, ll.Constant(I64, 0),
                            ll.Constant(I64, space.reduced_count), ll.Constant(I64, 1))
-            ctx.store(fn.args[k], self.types[r].dtype, o, ctx.with_init(r, acc))
+            ctx.store(fn.args[k], self.types[r].dtype, o, ctx.result_of(r, acc))
             ctx.raise_flags()
         b.ret_void()
         g = self.grid_for(space.output_count)
@@ -502,6 +513,7 @@ class RegionBuilder:
         tid, bid, _, gdim = self.flavour.indices(b, fn)
         ctx = KernelContext(self, fn, b)
         dtype = self.types[r].dtype
+        wide = accumulation_dtype(r, dtype)
         segments = space.output_count * parts
         chunk = math.ceil(space.reduced_count / parts)
         with _loop(b, bid, ll.Constant(I64, segments), "seg", gdim) as seg:
@@ -518,11 +530,11 @@ class RegionBuilder:
             is_first = b.icmp_unsigned("==", tid, ll.Constant(I64, 0))
             with b.if_then(is_first):
                 if scratch_offset is None:
-                    ctx.store(fn.args[self.outputs.index(r)], dtype, o, ctx.with_init(r, total))
+                    ctx.store(fn.args[self.outputs.index(r)], dtype, o, ctx.result_of(r, total))
                 else:
                     base = b.gep(fn.args[len(self.outputs) + len(self.inputs)],
                                  [ll.Constant(I64, scratch_offset)], source_etype=I8)
-                    ctx.store(base, dtype, seg, total)
+                    ctx.store(base, wide, seg, total)
             ctx.barrier()  # shared memory is reused by the next segment
             ctx.raise_flags()
         b.ret_void()
@@ -534,7 +546,8 @@ class RegionBuilder:
         tid, bid, bdim, gdim = self.flavour.indices(b, fn)
         ctx = KernelContext(self, fn, b)
         dtype = self.types[r].dtype
-        t = scalar_type(dtype)
+        wide = accumulation_dtype(r, dtype)
+        t = scalar_type(wide)
         base = b.gep(fn.args[len(self.outputs) + len(self.inputs)],
                      [ll.Constant(I64, scratch_offset)], source_etype=I8)
         name = combinator_name(r)
@@ -543,10 +556,10 @@ class RegionBuilder:
             slot = ctx.entry_alloca(t)
             b.store(const_of(t, identity(name, dtype)), slot)
             with _loop(b, ll.Constant(I64, 0), ll.Constant(I64, parts), "p") as p:
-                x = ctx.load(base, dtype, b.add(b.mul(o, ll.Constant(I64, parts)), p))
+                x = ctx.load(base, wide, b.add(b.mul(o, ll.Constant(I64, parts)), p))
                 b.store(combine(ctx.emitter, name, b.load(slot, typ=t), x, False), slot)
             ctx.store(fn.args[self.outputs.index(r)], dtype, o,
-                      ctx.with_init(r, b.load(slot, typ=t)))
+                      ctx.result_of(r, b.load(slot, typ=t)))
         b.ret_void()
         self.launches.append(Launch(fn.name, max(1, min(math.ceil(space.output_count / BLOCK),
                                                           MAX_GRID)), BLOCK))
@@ -765,10 +778,10 @@ class KernelContext:
     def fold(self, r: Instruction, space: ReductionSpace, o: ll.Value, start: ll.Value,
              stop: ll.Value, step: ll.Value) -> ll.Value:
         """combinator-fold of the source over reduced elements start, start+step, … < stop
-        for output element `o` (without the init value)."""
+        for output element `o` (without the init value), in the accumulation data type."""
         b = self.b
         dtype = self.region.types[r].dtype
-        t = scalar_type(dtype)
+        t = scalar_type(accumulation_dtype(r, dtype))
         name = combinator_name(r)
         slot = self.entry_alloca(t)
         b.store(const_of(t, identity(name, dtype)), slot)
@@ -776,15 +789,21 @@ class KernelContext:
         with _loop(b, start, stop, "r", step) as i:
             self.memo.clear()
             x = self.value_at(space.source, self.full_index(space, o, i))
+            if x.type != t:
+                x = b.fpext(x, t)
             b.store(combine(self.emitter, name, b.load(slot, typ=t), x, False), slot)
         self.memo = saved
         return b.load(slot, typ=t)
 
-    def with_init(self, r: Instruction, acc: ll.Value) -> ll.Value:
-        if r.opcode != "reduce":
-            return acc
-        init = self.value_at(r.init, [])
-        return combine(self.emitter, combinator_name(r), init, acc, False)
+    def result_of(self, r: Instruction, acc: ll.Value) -> ll.Value:
+        """init ⊕ a fold's `acc`, rounded once to the reduction's data type."""
+        b = self.b
+        if r.opcode == "reduce":
+            init = self.value_at(r.init, [])
+            if init.type != acc.type:
+                init = b.fpext(init, acc.type)
+            acc = combine(self.emitter, combinator_name(r), init, acc, False)
+        return rounded(b, acc, scalar_type(self.region.types[r].dtype))
 
     def reduction_at(self, r: Instruction, idx: list[ll.Value]) -> ll.Value:
         """A reduction used inside the region: its value at `idx`, folded on the spot."""
@@ -798,7 +817,7 @@ class KernelContext:
             ll.Constant(I64, 0)
         acc = self.fold(r, space, o, ll.Constant(I64, 0), ll.Constant(I64, space.reduced_count),
                         ll.Constant(I64, 1))
-        return self.with_init(r, acc)
+        return self.result_of(r, acc)
 
     # ------------------------------------------------------------ block-level combining
 

@@ -211,6 +211,8 @@ class LaunchPlan(Interpreter):
             return self.run_dot
         if is_kernel_instruction(inst):
             return self.run_single
+        if op == "pop":
+            return self.run_pop
         if op in TRANSPARENT:
             return self.run_raw
         if op in ("extract", "insert"):
@@ -223,6 +225,13 @@ class LaunchPlan(Interpreter):
 
     def run_raw(self, inst: Instruction, frame: Frame) -> Any:
         return Interpreter.evaluate(self, inst, frame)
+
+    def run_pop(self, inst: Instruction, frame: Frame) -> Any:
+        """`pop` keeps device arrays; their shapes are checked against the popped type as
+        the interpreter checks a host array's, here rather than where the value ends up."""
+        value = Interpreter.evaluate(self, inst, frame)
+        check_conforms(shaped(value), inst.type_, self.module, "popped value")
+        return value
 
     def run_host(self, inst: Instruction, frame: Frame) -> Any:
         self.stats["host instructions"] += 1

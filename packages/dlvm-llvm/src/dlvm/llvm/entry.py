@@ -137,7 +137,6 @@ def build_entry(unit: CompileUnit, spec: Spec) -> EntryABI:
                 store(b.extract_value(v, k), e)
 
         store(result, fn.type_.result)
-    b.call(unit.rt.get("end_call"), [ctx])
     b.ret(status)
     is_tuple = isinstance(module.resolve(fn.type_.result), TupleType)
     return EntryABI(symbol, args, arg_slots, results, result_slots, is_tuple)

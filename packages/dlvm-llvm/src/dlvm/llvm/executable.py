@@ -226,6 +226,12 @@ class Context:
         return s.format(params, fn.type_names)
 
 
+# the parts of a build the cache keeps: object, entry ABI, error sites, type names of stack
+# items, the symbols of helpers Python calls, and the instructions called back into Python
+CachedBuild = tuple[bytes, EntryABI, list[ErrorSite], list[str], dict[str, str],
+                    list[list[Any]]]
+
+
 class LLVMExecutable(ir.Executable):
     def __init__(self, module: ir.Module, *, threads: int = 1, opt_level: int = 3,
                  cache: bool = True, specialize: bool = True, max_specializations: int = 8,
@@ -365,13 +371,9 @@ class LLVMExecutable(ir.Executable):
                             f"arrays={arrays.layout()}", f"timeout={self.timeout}",
                             f"rules={plugin_rules_key(self.module)}")
         found = self.disk.get(key) if self.disk is not None else None
-        if found is not None:
-            obj, info = found
-            abi = abi_from_json(info["abi"])
-            sites = [self.cached_site(*s) for s in info["sites"]]
-            type_names = info["type_names"]
-            helpers = info["helpers"]
-            fallbacks = info.get("fallbacks", [])
+        cached = self.from_cache(key, *found) if found is not None else None
+        if cached is not None:
+            obj, abi, sites, type_names, helpers, fallbacks = cached
         else:
             unit = CompileUnit(self.module, f"k{key[:16]}", threads=self.threads,
                                timeout=self.timeout)
@@ -401,6 +403,26 @@ class LLVMExecutable(ir.Executable):
             weakref.finalize(self, _free_contexts, self.ctx_free, self.contexts)
         return NativeFunction(name, abi, sites, type_names, self.engine.address(abi.symbol),
                               release)
+
+    def from_cache(self, key: str, obj: bytes, info: dict[str, Any]) -> CachedBuild | None:
+        """A cache entry's build, or None (with a warning) when its description does not
+        fit this module: its digest matched, so only an entry written on purpose gets here."""
+        try:
+            return (obj, abi_from_json(info["abi"]),
+                    [self.cached_site(*s) for s in info["sites"]],
+                    [str(name) for name in info["type_names"]],
+                    {str(k): str(v) for k, v in info["helpers"].items()},
+                    [self.checked_place(place) for place in info.get("fallbacks", [])])
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, AssertionError,
+                ir.DlvmError):
+            assert self.disk is not None
+            self.disk.damaged(key, "its description does not fit the module")
+            return None
+
+    def checked_place(self, place: list[Any]) -> list[Any]:
+        """A place of an instruction as the cache stores it, checked to be in this module."""
+        self.instruction_at(*place)
+        return list(place)
 
     def instruction_at(self, function: str, block: int, index: int) -> ir.Instruction:
         return instruction_at(self.module, (function, block, index))
@@ -466,6 +488,7 @@ def tensor_type_from_text(text: str) -> TensorType:
     inner = text.strip("<>")
     parts = [p.strip() for p in inner.split(" x ")]
     dtype = parse_data_type(parts[-1])
-    assert dtype is not None, text
+    if dtype is None:
+        raise ValueError(f"not a tensor type: {text}")
     return TensorType(tuple(None if p == "_" else int(p) for p in parts[:-1]), dtype)
 

@@ -33,13 +33,15 @@ from dlvm.ir.runtime import format_np_shape
 from dlvm.ir.types import (
     ArrayType,
     NominalType,
+    PointerType,
+    StackType,
     StructDecl,
     TensorType,
     TupleType,
     Type,
 )
 
-from .emit import gep, global_variable, i32, i64, memcpy, mul, product
+from .emit import declare, gep, global_variable, i32, i64, is_const, memcpy, mul, product
 from .layout import (
     I1,
     I8,
@@ -322,9 +324,21 @@ class FunctionLowering:
 
     def fail_if(self, cond: ll.Value, message: str, params: Sequence[ll.Value] = (),
                 inst: Instruction | None = None) -> None:
+        if isinstance(cond, ll.Constant) and not cond.constant:
+            return  # decided while compiling: never
         site = self.site(message, inst)
         with self.b.if_then(cond, likely=False):
             self.rt.fail(self.b, self.ctx, site, list(params))
+
+    def fail_unless_equal(self, x: ll.Value, y: ll.Value, message: str,
+                          params: Sequence[ll.Value] | None = None) -> None:
+        """Fail when two sizes differ. Two constants are compared here: a build for given
+        argument shapes makes sizes constant that the type rules never compared."""
+        if isinstance(x, ll.Constant) and isinstance(y, ll.Constant):
+            differ: ll.Value = ll.Constant(I1, int(x.constant != y.constant))
+        else:
+            differ = self.b.icmp_signed("!=", x, y)
+        self.fail_if(differ, message, [x, y] if params is None else params)
 
     def check(self, status: ll.Value) -> None:
         """Return a callee's error status at once."""
@@ -340,10 +354,22 @@ class FunctionLowering:
                      "out of memory (unable to allocate {0} bytes)", [nbytes])
         return buf
 
+    def alloc_array(self, count: ll.Value, size: ll.Value) -> ll.Value:
+        """A new buffer for `count` items of `size` bytes (count ≥ 0), or an out-of-memory
+        error, also when their bytes do not fit in an i64 (wrapped, they would look few)."""
+        b = self.b
+        if is_const(count) and is_const(size) and count.constant * size.constant < 1 << 62:
+            return self.alloc(i64(count.constant * size.constant))
+        pair = ll.LiteralStructType([I64, I1])
+        smul = declare(self.unit.llmod, "llvm.smul.with.overflow.i64", pair, [I64, I64])
+        result = b.call(smul, [count, size])
+        self.fail_if(b.extract_value(result, 1),
+                     "out of memory (unable to allocate {0} items of {1} bytes)", [count, size])
+        return self.alloc(b.extract_value(result, 0))
+
     def new_tensor(self, t: TensorType, dims: Sequence[ll.Value]) -> tuple[ll.Value, ll.Value]:
         """(struct, data) of a new tensor of type `t` with `dims`."""
-        nbytes = mul(self.b, product(self.b, dims), i64(element_size(t.dtype)))
-        buf = self.alloc(nbytes)
+        buf = self.alloc_array(product(self.b, dims), i64(element_size(t.dtype)))
         data = self.rt.data(self.b, buf)
         return make_tensor(self.b, buf, data, dims), data
 
@@ -382,6 +408,17 @@ class FunctionLowering:
                 from .lower_aggregate import enum_ref
 
                 enum_ref(self, v, t, releasing)
+        elif isinstance(t, PointerType):  # the block the pointer addresses
+            block = b.extract_value(v, 0)
+            if releasing:
+                b.call(self.rt.get("block_release"), [self.ctx, block])
+            else:
+                b.call(self.rt.get("block_retain"), [block])
+        elif isinstance(t, StackType):
+            if releasing:
+                b.call(self.rt.get("stack_release"), [self.ctx, v])
+            else:
+                b.call(self.rt.get("stack_retain"), [v])
 
     def keep(self, v: ll.Value, t: Type) -> ll.Value:
         """`v` made fit to outlive the call, as memory and enums hold what they are given:

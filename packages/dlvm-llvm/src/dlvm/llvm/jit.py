@@ -9,7 +9,13 @@ The cache (`$DLVM_CACHE_DIR/llvm-cpu`, by default `~/.cache/dlvm/llvm-cpu`) hold
 object file and one JSON description per key; the key hashes the module's text, the
 function and argument types, the CPU's name and features, and the versions of dlvm-llvm and
 LLVM. Files are written to a temporary name and renamed, so processes that compile at once
-never read half a file; a damaged entry is ignored and rewritten.
+never read half a file.
+
+LLVM trusts an object file it loads: damaged bytes crash the process or run wrong code. So
+the description holds a SHA-256 digest of the key, the object's bytes and the rest of the
+description, and an entry is loaded only when it matches. Any other entry (truncated, other
+bytes, another key's object, no digest, an unreadable file) is compiled again and rewritten,
+with one warning line that names it.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
@@ -28,6 +36,8 @@ from typing import Any
 
 import llvmlite
 import llvmlite.binding as llvm
+
+from dlvm.ir.diagnostics import DlvmError
 
 CACHE_ENV = "DLVM_CACHE_DIR"
 _lock = threading.Lock()
@@ -89,6 +99,10 @@ def emit(text: str, what: str, opt: int = 3) -> bytes | str:
     return bytes(tm.emit_object(mod))
 
 
+class MissingSymbol(DlvmError):
+    """Compiled code that lacks a function it should define."""
+
+
 class Engine:
     """One MCJIT engine that object files are added to (one per executable)."""
 
@@ -107,7 +121,8 @@ class Engine:
     def address(self, symbol: str) -> int:
         address = self.ee.get_function_address(symbol)
         if not address:
-            raise RuntimeError(f"symbol '{symbol}' is not in the compiled code")
+            raise MissingSymbol(f"the compiled code defines no symbol '{symbol}' (if it came "
+                                "from the code cache, delete the cache's folder)")
         return int(address)
 
 
@@ -137,6 +152,44 @@ def cache_key(*parts: str) -> str:
     return h.hexdigest()
 
 
+MAX_DESCRIPTION_BYTES = 64 << 20
+
+
+class CacheWarning(UserWarning):
+    """A cache entry could not be used (it is compiled again)."""
+
+
+class DamagedEntry(Exception):
+    """Why a cache entry's files do not make a whole entry."""
+
+
+def read_regular(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (a folder, a FIFO or a larger
+    file in the cache is damage, never something to wait on or fill the memory with)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DamagedEntry(f"its {what} is not a regular file")
+        if info.st_size > limit:
+            raise DamagedEntry(f"its {what} is larger than expected")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
+def entry_digest(key: str, obj: bytes, info: dict[str, Any]) -> str:
+    """What ties an entry's files together: the key, the object and the description (its
+    JSON in one canonical spelling), hashed."""
+    h = hashlib.sha256()
+    for part in (key.encode("ascii"), obj,
+                 json.dumps(info, sort_keys=True, separators=(",", ":")).encode("utf-8")):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
+
+
 class DiskCache:
     """Object files and their descriptions, by key (see the module docstring)."""
 
@@ -145,21 +198,43 @@ class DiskCache:
         self.folder = Path(folder or os.environ.get(CACHE_ENV) or default) / "llvm-cpu"
 
     def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
-        obj = self.folder / f"{key}.o"
-        meta = self.folder / f"{key}.json"
+        """The entry of `key` if it is there and whole; None if it is not there (or is being
+        written), and None with a warning if it is damaged."""
         try:
-            data = obj.read_bytes()
-            info = json.loads(meta.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            text = read_regular(self.folder / f"{key}.json", MAX_DESCRIPTION_BYTES,
+                                "description")
+            info = json.loads(text)
+            if not isinstance(info, dict) or not isinstance(info.get("digest"), str):
+                raise DamagedEntry("its description holds no digest")
+            size = info.get("object_bytes")
+            if not isinstance(size, int) or size < 0:
+                raise DamagedEntry("its description holds no object size")
+            data = read_regular(self.folder / f"{key}.o", size, "object file")
+            digest = info.pop("digest")
+            if len(data) != size or digest != entry_digest(key, data, info):
+                raise DamagedEntry("its digest does not match its contents")
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # no entry (or no cache folder: an unusable cache costs compile time)
+        except OSError as e:
+            self.damaged(key, f"it cannot be read: {e.strerror or e}")
             return None
-        if info.get("object_bytes") != len(data):
+        except (ValueError, RecursionError):
+            self.damaged(key, "its description is not JSON")
+            return None
+        except DamagedEntry as e:
+            self.damaged(key, str(e))
             return None
         return data, info
+
+    def damaged(self, key: str, why: str) -> None:
+        warnings.warn(f"llvm-cpu code cache: the entry {key[:16]}… in '{self.folder}' is "
+                      f"damaged ({why}); compiling it again", CacheWarning, stacklevel=3)
 
     def put(self, key: str, obj: bytes, info: dict[str, Any]) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             info = {**info, "object_bytes": len(obj)}
+            info["digest"] = entry_digest(key, obj, info)
             self._write(self.folder / f"{key}.o", obj)
             self._write(self.folder / f"{key}.json", json.dumps(info).encode("utf-8"))
         except OSError:

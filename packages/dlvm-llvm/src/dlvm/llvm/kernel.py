@@ -30,11 +30,13 @@ from llvmlite import ir as ll
 
 from dlvm.ir import BuiltinRef, Function, Instruction, LiteralValue, Value
 from dlvm.ir.core import KeywordLiteral, ScalarLiteral
-from dlvm.ir.types import TensorType, Type
+from dlvm.ir.runtime import numpy_dtype, sum_dtype
+from dlvm.ir.types import DataType, TensorType, Type
 
 from .emit import add, alloca, for_range, gep, i32, i64, is_const, mul
 from .function import FunctionLowering, Tensor, lowers, make_tensor, scalar_constant
 from .layout import I1, I8, I64, PTR, element_size, element_type, scalar_type
+from .rounding import rounded
 from .scalar import SCALAR, ScalarEmitter, combine, identity
 from .specialize import Spec
 
@@ -49,6 +51,15 @@ def combinator_name(inst: Instruction) -> str:
         return "add"
     comb = inst.combinator
     return comb.name if isinstance(comb, BuiltinRef) else comb
+
+
+def accumulation_dtype(inst: Instruction, dtype: DataType) -> DataType:
+    """The data type a reduction accumulates in before its one rounding to `dtype`: float64
+    for a sum of float16 or float32 (`dlvm.ir.runtime.sum_dtype`, what the interpreter
+    sums in), else `dtype`. The CPU's loop nests and the GPU's kernels both fold so."""
+    if combinator_name(inst) != "add" or not dtype.is_float:
+        return dtype
+    return DataType("float", sum_dtype(numpy_dtype(dtype)).itemsize * 8)
 
 
 def direct_operands(inst: Instruction) -> list[Value]:
@@ -142,9 +153,15 @@ class Access:
 
 @dataclass
 class Accumulator:
+    """A reduction's running values: in its `access` (of the accumulation data type, see
+    `accumulation_dtype`), rounded to the reduction's own type after the loop when `wide`."""
+
     inst: Instruction
     access: Access
     source: Value
+    wide: bool = False
+    wide_tensor: ll.Value | None = None  # the accumulation buffer of a wide tensor result
+    dims: list[ll.Value] = field(default_factory=list)
 
 
 class Region:
@@ -335,6 +352,9 @@ class Region:
                 writes[out] = Access(data, self.broadcast_strides(dims), t)
         # reductions that only feed other outputs still need a place: none do, by fusion
         self.emit_loop(space, reads, writes, accumulators, scalar_slots)
+        for acc in accumulators:
+            if acc.wide:
+                results[acc.inst] = self.narrowed(acc)
         for v, slot in scalar_slots.items():
             if v not in results:
                 results[v] = fl.load_scalar(slot, self.ttype(v))
@@ -428,6 +448,8 @@ class Region:
                     scalar_slots: dict[Value, ll.Value]) -> Accumulator:
         fl, b = self.fl, self.b
         t = self.ttype(inst)
+        acc_t = TensorType(t.shape, accumulation_dtype(inst, t.dtype))
+        wide = acc_t != t
         x_dims = self.value_dims(inst.x)
         rank = self.rank
         if inst.opcode == "reduce":
@@ -439,10 +461,12 @@ class Region:
             for k, s in zip(kept, out_strides, strict=True):
                 strides[k] = s if not (is_const(x_dims[k]) and x_dims[k].constant == 1) else i64(0)
             init = self.scalar_operand(inst.init)
+            if wide:
+                init = b.fpext(init, scalar_type(acc_t.dtype))
         else:  # unbroadcast: reduce along the dimensions where `like` has size 1
             out_dims = self.value_dims(inst)
             strides = self.broadcast_strides(out_dims) if out_dims else [i64(0)] * rank
-            init = ll.Constant(scalar_type(t.dtype), 0)
+            init = ll.Constant(scalar_type(acc_t.dtype), 0)
         guards = []
         for k, (xd, sd) in enumerate(zip(x_dims, space, strict=True)):
             if is_const(xd) and is_const(sd) and xd.constant == sd.constant:
@@ -451,16 +475,34 @@ class Region:
                 continue
             guards.append((k, b.icmp_signed("!=", xd, i64(1))))
         if t.rank == 0:
-            slot = result_slot_of(fl, element_type(t.dtype))
+            slot = result_slot_of(fl, element_type(acc_t.dtype))
             fl.store_scalar(init, slot)
             scalar_slots[inst] = slot
-            access = Access(slot, [i64(0)] * rank, t, guards)
-        else:
-            struct, data = fl.new_tensor(t, out_dims)
+            access = Access(slot, [i64(0)] * rank, acc_t, guards)
+            return Accumulator(inst, access, inst.x, wide)
+        struct, data = fl.new_tensor(acc_t, out_dims)
+        self.fill(data, acc_t, out_dims, init)
+        access = Access(data, strides, acc_t, guards)
+        if not wide:
             results[inst] = struct
-            self.fill(data, t, out_dims, init)
-            access = Access(data, strides, t, guards)
-        return Accumulator(inst, access, inst.x)
+            return Accumulator(inst, access, inst.x)
+        return Accumulator(inst, access, inst.x, True, struct, out_dims)
+
+    def narrowed(self, acc: Accumulator) -> ll.Value:
+        """A wide accumulator's values rounded, once, to the reduction's type: a scalar, or
+        a new tensor (the accumulation buffer is released)."""
+        fl, b = self.fl, self.b
+        t = self.ttype(acc.inst)
+        wide_t = acc.access.dtype_type
+        to = scalar_type(t.dtype)
+        if acc.wide_tensor is None:
+            return rounded(b, fl.load_scalar(acc.access.data, wide_t), to)
+        struct, data = fl.new_tensor(t, acc.dims)
+        with for_range(b, i64(0), self.count(acc.dims), "narrow") as i:
+            v = fl.load_scalar(gep(b, element_type(wide_t.dtype), acc.access.data, i), wide_t)
+            fl.store_scalar(rounded(b, v, to), gep(b, element_type(t.dtype), data, i))
+        fl.release(acc.wide_tensor, wide_t)
+        return struct
 
     def fill(self, data: ll.Value, t: TensorType, dims: list[ll.Value], value: ll.Value) -> None:
         b = self.b
@@ -753,6 +795,8 @@ class LoopFunction:
                 a = acc.access
                 x = get(acc.source)
                 t = a.dtype_type.dtype
+                if acc.wide:
+                    x = b.fpext(x, scalar_type(t))
                 name = combinator_name(acc.inst)
                 valid = None
                 for k, g in a.guards:

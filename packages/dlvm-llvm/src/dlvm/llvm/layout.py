@@ -15,7 +15,7 @@
   -1) and the tensor's rank.
 
 `managed` tells which values hold references that ownership must count (tensors of rank ≥ 1,
-enums, and aggregates holding them).
+enums, pointers, stacks, and aggregates holding them).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class Layout:
             if isinstance(decl, StructDecl):
                 return any(self.managed(ft) for _, ft in decl.fields)
             return isinstance(decl, EnumDecl)
-        return False
+        return isinstance(t, PointerType | StackType)
 
     def is_enum(self, t: Type) -> bool:
         t = self.resolve(t)

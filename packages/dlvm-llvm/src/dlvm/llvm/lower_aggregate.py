@@ -160,9 +160,8 @@ def tensor_literal(fl: FunctionLowering, lit: AggregateLiteral, t: TensorType,
     inner = first.dims if first is not None else [i64(d or 0) for d in sub.shape]
     for k, r in enumerate(rows[1:], 1):
         for d, (x, y) in enumerate(zip(inner, r.dims, strict=True)):
-            if not (is_const(x) and is_const(y)):
-                fl.fail_if(b.icmp_signed("!=", x, y), f"tensor literal element {k} has size "
-                           f"{{0}} along dimension {d}, not {{1}}", [y, x])
+            fl.fail_unless_equal(x, y, f"tensor literal element {k} has size {{0}} along "
+                                 f"dimension {d}, not {{1}}", [y, x])
     struct, data = fl.new_tensor(static, [i64(len(rows)), *inner])
     row = product(b, inner)
     size = mul(b, row, i64(element_size(t.dtype)))
@@ -272,6 +271,15 @@ def check_index(fl: FunctionLowering, index: ll.Value, size: ll.Value | int) -> 
     fl.fail_if(bad, "index {0} out of bounds for size {1}", [index, n])
 
 
+def check_same_shape(fl: FunctionLowering, dims: Sequence[ll.Value],
+                     place: Sequence[ll.Value], what: str) -> None:
+    """A tensor written over part of another must have that part's shape exactly (it is
+    not broadcast: the types say the shapes are equal)."""
+    for d, (x, y) in enumerate(zip(dims, place, strict=True)):
+        fl.fail_unless_equal(x, y, f"{what}: the element has size {{0}} along dimension {d}, "
+                             "the place it goes {1}")
+
+
 def array_slot_element(fl: FunctionLowering, value: ll.Value, index: ll.Value,
                        t: ArrayType) -> tuple[ll.Value, ll.Value]:
     """(slot, element pointer) for a dynamic index into an array value."""
@@ -350,6 +358,7 @@ def insert_path(fl: FunctionLowering, value: ll.Value, t: Type, steps: list[Step
         et = fl.layout.resolve(element_t)
         if isinstance(et, TensorType) and et.rank:
             e = Tensor(b, element, et)
+            check_same_shape(fl, e.dims, dims, "insert")
             memcpy(b, target, e.data, mul(b, e.count(), i64(esize)))
         else:
             fl.store_scalar(element, target)

@@ -224,7 +224,13 @@ def lower_apply(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
 
 
 def call_function(fl: FunctionLowering, inst: Instruction, spec: Spec) -> ll.Value:
-    """A direct call of a function's specialization."""
+    """A direct call of a function's specialization. The arguments' dimensions that the
+    callee declares are checked here, so that an error names the call, as the interpreter's
+    does (the callee checks them again when Python calls it)."""
+    callee = inst.callee
+    assert isinstance(callee, Function)
+    for k, (a, t) in enumerate(zip(inst.args, callee.type_.arguments, strict=True)):
+        conform(fl, fl.value(a), fl.type(a), t, f"argument {k} of '@{callee.name}'")
     target = fl.unit.function(spec)
     return call_with(fl, inst, target, target.function_type)
 

@@ -1,14 +1,20 @@
 """Memory, boxes, globals, `trap`, and the stack used as the AD tape.
 
 A DLVM pointer is `{block, address, offset, rank}`: the block is an allocation with a header
-(cell count, cell size, freed flag) and the address points into its cells, so every access
-is checked — null, freed, out of bounds — and fails with the interpreter's message instead
-of touching memory it must not. A pointer past a tensor's index (`elementPointer %p at 0, 2`
-with a tensor in the cell) addresses the tensor and the byte offset of its elements; a store
-through it copies the tensor first if anything else shares its buffer. `load` copies out
-(a counted value is retained), `store` releases what it overwrites and keeps what it
-writes. A freed block keeps its header (so a later access is reported), and `deallocate`
-releases what its cells held.
+(cell count, cell size, freed flag, the number of pointers to it) and the address points
+into its cells, so every access is checked — null, freed, out of bounds — and fails with the
+interpreter's message instead of touching memory it must not. A pointer past a tensor's
+index (`elementPointer %p at 0, 2` with a tensor in the cell) addresses the tensor and the
+byte offset of its elements; a store through it copies the tensor first if anything else
+shares its buffer. `load` copies out (a counted value is retained), `store` releases what it
+overwrites and keeps what it writes.
+
+Pointers are counted values, and a block lives as long as a pointer to it does, as memory
+does in the interpreter: the last pointer to go releases what its cells hold (unless
+`deallocate` did) and returns the block to the pool. So the block of an `allocateStack` goes
+when its function's pointers do, and a pointer kept in a global still finds the header that
+says whether `deallocate` freed its block. Boxes keep their own `retain`/`release` count
+(their blocks and globals' cells are not counted by pointers).
 
 Memory outlives the call that writes it: no block is tied to a call (a global's cell belongs
 to the executable, and a pointer to any block may be stored in one). So what a cell holds
@@ -16,8 +22,9 @@ must be its own: a tensor borrowed from the caller is copied as it is stored (a 
 is retained, not copied), and a zero tensor filling a fresh cell belongs to the cell, not
 to the instruction that made it.
 
-Stacks are runtime objects (see `runtime.py`): `push` copies the value in with its type id
-and a release function, `pop` checks the id and the static dimensions of the popped value.
+Stacks are counted runtime objects (see `runtime.py`): `push` copies the value in with its
+type id and a release function, `pop` checks the id and the static dimensions of the popped
+value; using an undefined stack (a fresh memory cell of type `stack`) is an error.
 """
 
 from __future__ import annotations
@@ -29,11 +36,20 @@ from dlvm.ir.types import BoxType, PointerType, TensorType, Type
 
 from .emit import add, for_range, gep, i32, i64, internal_function, memcpy, mul, product
 from .function import FunctionLowering, Tensor, lowers, make_tensor
-from .layout import I8, I32, I64, POINTER, PTR, element_size
-from .runtime import HEADER_BYTES
+from .layout import I1, I8, I32, I64, POINTER, PTR, VOID, element_size
+from .runtime import (
+    BLOCK_CELL_SIZE,
+    BLOCK_COUNT,
+    BLOCK_FREED,
+    BLOCK_INITIALIZED,
+    BLOCK_REFS,
+    BLOCK_RELEASE_CELLS,
+    HEADER_BYTES,
+    UNCOUNTED,
+)
 
-# header slots of a memory block (i64 each; 0–2 are the buffer header's)
-COUNT, CELL_SIZE, FREED, INITIALIZED = 3, 4, 5, 6
+# header slots of a memory block (see `runtime.py`)
+COUNT, CELL_SIZE, FREED, INITIALIZED = BLOCK_COUNT, BLOCK_CELL_SIZE, BLOCK_FREED, BLOCK_INITIALIZED
 NULL = ll.Constant(PTR, None)
 
 
@@ -45,19 +61,50 @@ def block_data(b: ll.IRBuilder, block: ll.Value) -> ll.Value:
     return gep(b, I8, block, i64(HEADER_BYTES))
 
 
-def new_block(fl: FunctionLowering, t: Type, count: ll.Value) -> ll.Value:
-    """A block of `count` zero cells of type `t`."""
+def new_block(fl: FunctionLowering, t: Type, count: ll.Value, refs: int = 1) -> ll.Value:
+    """A block of `count` zero cells of type `t`, addressed by `refs` pointers (the new
+    pointer's reference; `UNCOUNTED` for a box)."""
     b = fl.b
     cell = fl.layout.lower(t)
     size = size_of(b, cell)
-    block = fl.alloc(mul(b, size, count))
+    block = fl.alloc_array(count, size)
     b.store(count, gep(b, I64, block, i64(COUNT)))
     b.store(size, gep(b, I64, block, i64(CELL_SIZE)))
     b.store(i64(0), gep(b, I64, block, i64(FREED)))
+    b.store(i64(refs), gep(b, I64, block, i64(BLOCK_REFS)))
+    release = cells_release(fl, t)
+    b.store(release if release is not None else NULL,
+            gep(b, PTR, block, i64(BLOCK_RELEASE_CELLS)))
     data = block_data(b, block)
     with for_range(b, i64(0), count, "zero") as i:
         b.store(cell_zero(fl, t), gep(b, cell, data, i))
     return block
+
+
+def cells_release(fl: FunctionLowering, t: Type) -> ll.Function | None:
+    """void release(ctx, block): release what the cells of a block of `t` hold (None when
+    they hold no counted value). A block keeps it in its header, so whatever pointer frees
+    the block, its cells are released as the type they were allocated with."""
+    if not fl.layout.managed(t):
+        return None
+    unit = fl.unit
+    name = f"dlvm.release.cells.{unit.type_id(t)}"
+    existing = unit.llmod.globals.get(name)
+    if isinstance(existing, ll.Function):
+        return existing
+    fn, b = internal_function(unit.llmod, name, VOID, [PTR, PTR])
+    ctx, block = fn.args
+    cell = fl.layout.lower(t)
+    saved_b, saved_ctx = fl.b, fl.ctx
+    fl.b, fl.ctx = b, ctx
+    try:
+        count = b.load(gep(b, I64, block, i64(COUNT)), typ=I64)
+        with for_range(b, i64(0), count, "cell") as i:
+            fl.release(b.load(gep(b, cell, block_data(b, block), i), typ=cell), t)
+    finally:
+        fl.b, fl.ctx = saved_b, saved_ctx
+    b.ret_void()
+    return fn
 
 
 def cell_zero(fl: FunctionLowering, t: Type) -> ll.Value:
@@ -173,7 +220,14 @@ def write(fl: FunctionLowering, p: ll.Value, t: Type, value: ll.Value,
             if rt.rank == 0:
                 fl.store_scalar(value, target)
             else:
+                from .lower_aggregate import check_same_shape
+
                 v = Tensor(b, value, rt)
+                rank = b.extract_value(p, 3)
+                place = [i64(d) if d is not None else b.load(gep(
+                    b, I64, struct, b.add(i64(2), b.sub(rank, i64(rt.rank - k)))), typ=I64)
+                    for k, d in enumerate(rt.shape)]
+                check_same_shape(fl, v.dims, place, "store")
                 memcpy(b, target, v.data, mul(b, v.count(), i64(element_size(rt.dtype))))
                 fl.release(value, t)
         with plain:
@@ -238,7 +292,7 @@ def lower_allocate_heap(fl: FunctionLowering, inst: Instruction) -> ll.Value:
 
 @lowers("allocateBox")
 def lower_allocate_box(fl: FunctionLowering, inst: Instruction) -> ll.Value:
-    return new_block(fl, inst.type_, i64(1))
+    return new_block(fl, inst.type_, i64(1), refs=UNCOUNTED)
 
 
 def live_box(fl: FunctionLowering, inst: Instruction) -> ll.Value:
@@ -269,19 +323,7 @@ def lower_release(fl: FunctionLowering, inst: Instruction) -> None:
     count = b.sub(b.load(box, typ=I64), i64(1))
     b.store(count, box)
     with b.if_then(b.icmp_signed("==", count, i64(0))):
-        free_cells(fl, box, pointee(fl, inst.box))
-
-
-def free_cells(fl: FunctionLowering, block: ll.Value, t: Type) -> None:
-    """Mark a block freed and release what its cells hold."""
-    b = fl.b
-    b.store(i64(1), gep(b, I64, block, i64(FREED)))
-    if not fl.layout.managed(t):
-        return
-    cell = fl.layout.lower(t)
-    count = b.load(gep(b, I64, block, i64(COUNT)), typ=I64)
-    with for_range(b, i64(0), count, "free") as i:
-        fl.release(b.load(gep(b, cell, block_data(b, block), i), typ=cell), t)
+        fl.rt.free_cells(b, fl.ctx, box)
 
 
 @lowers("deallocate")
@@ -292,7 +334,7 @@ def lower_deallocate(fl: FunctionLowering, inst: Instruction) -> None:
     fl.fail_if(b.icmp_unsigned("==", block, NULL), "pointer is null")
     freed = b.load(gep(b, I64, block, i64(FREED)), typ=I64)
     fl.fail_if(b.icmp_signed("!=", freed, i64(0)), "double deallocation")
-    free_cells(fl, block, pointee(fl, inst.pointer))
+    fl.rt.free_cells(b, fl.ctx, block)
 
 
 # ---------------------------------------------------------------- access
@@ -341,6 +383,7 @@ def lower_element_pointer(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     address = b.extract_value(p, 1)
     if len(indices) > 1:
         address = b.gep(address, indices, inbounds=True, source_etype=fl.layout.lower(t))
+    b.call(fl.rt.get("block_retain"), [block])  # the result addresses the block too
     if k == len(steps):
         return make_pointer(b, block, address)
     tensor_t = fl.layout.resolve(current)
@@ -357,43 +400,112 @@ def lower_element_pointer(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     return make_pointer(b, block, address, nbytes, tensor_t.rank)
 
 
-def step(fl: FunctionLowering, p: ll.Value, n: ll.Value, t: Type) -> ll.Value:
-    """The pointer `n` values on: the next cells, or the next elements of a tensor."""
+def held_dim(fl: FunctionLowering, struct: ll.Value, k: ll.Value) -> ll.Value:
+    """Dimension `k` of the tensor held at `struct` (a cell's tensor an element pointer
+    points into)."""
+    return fl.b.load(gep(fl.b, I64, struct, fl.b.add(i64(2), k)), typ=I64)
+
+
+def element_stride(fl: FunctionLowering, p: ll.Value, rt: TensorType) -> ll.Value:
+    """The bytes of one value of type `rt` in the tensor an element pointer points into:
+    its last `rt.rank` dimensions' (read at run time where `rt` leaves them `_`)."""
+    b = fl.b
+    if rt.is_static:
+        return i64((rt.count or 0) * element_size(rt.dtype))
+    struct = checked_address(fl, p, "pointer", None)
+    rank = b.extract_value(p, 3)
+    dims = [i64(d) if d is not None else held_dim(fl, struct, b.sub(rank, i64(rt.rank - k)))
+            for k, d in enumerate(rt.shape)]
+    return mul(b, product(b, dims), i64(element_size(rt.dtype)))
+
+
+def step(fl: FunctionLowering, p: ll.Value, n: ll.Value, t: Type,
+         stride: ll.Value | None) -> ll.Value:
+    """The pointer `n` values on: the next cells, or the next elements of a tensor (`stride`
+    bytes each: see `element_stride`; None when `t` is no tensor)."""
     b = fl.b
     lt = fl.layout.lower(t)
     plain = b.insert_value(p, gep(b, lt, b.extract_value(p, 1), n), 1)
-    rt = fl.layout.resolve(t)
-    if not isinstance(rt, TensorType) or not rt.is_static:
+    if stride is None:
         return plain
-    size = i64((rt.count or 0) * element_size(rt.dtype))
-    on = b.insert_value(p, b.add(b.extract_value(p, 2), mul(b, n, size)), 2)
+    on = b.insert_value(p, b.add(b.extract_value(p, 2), mul(b, n, stride)), 2)
     return b.select(is_element(b, p), on, plain)
+
+
+def check_span(fl: FunctionLowering, p: ll.Value, n: ll.Value, t: Type, problem: str) -> None:
+    """Fail unless `n` ≥ 1 values from `p` on lie inside what `p` points into, naming the
+    first that does not, as the interpreter does: its block's cells, or, for an element
+    pointer, the last dimension its keys index (the interpreter steps the last key)."""
+    b = fl.b
+    what = f"{problem}: pointer"
+    rt = fl.layout.resolve(t)
+    with b.if_else(is_element(b, p) if isinstance(rt, TensorType) else ll.Constant(I1, 0)
+                   ) as (element, plain):
+        with element:
+            if isinstance(rt, TensorType):
+                struct = checked_address(fl, p, what, None)
+                rank = b.extract_value(p, 3)
+                last = b.sub(rank, i64(rt.rank + 1))  # the dimension of the last key
+                size = held_dim(fl, struct, last)
+                from .lower_control import result_slot
+
+                inner = result_slot(fl, I64)
+                b.store(i64(1), inner)
+                with for_range(b, b.add(last, i64(1)), rank, "inner") as k:
+                    b.store(b.mul(b.load(inner, typ=I64), held_dim(fl, struct, k)), inner)
+                elements = b.load(inner, typ=I64)
+                safe = b.select(b.icmp_signed("<", elements, i64(1)), i64(1), elements)
+                at = b.sdiv(b.sdiv(b.extract_value(p, 2), i64(element_size(rt.dtype))), safe)
+                index = b.srem(at, b.select(b.icmp_signed("<", size, i64(1)), i64(1), size))
+                fl.fail_if(b.icmp_signed(">", b.add(index, n), size),
+                           f"{problem}: index {{0}} out of bounds for size {{0}}", [size])
+        with plain:
+            block = b.extract_value(p, 0)
+            checked_address(fl, p, what, fl.layout.lower(t))  # null, freed, the first value
+            start = b.ptrtoint(block_data(b, block), I64)
+            cell = b.load(gep(b, I64, block, i64(CELL_SIZE)), typ=I64)
+            count = b.load(gep(b, I64, block, i64(COUNT)), typ=I64)
+            index = b.sdiv(b.sub(b.ptrtoint(b.extract_value(p, 1), I64), start), cell)
+            fl.fail_if(b.icmp_signed(">", b.add(index, n), count),
+                       f"{what} index {{0}} out of bounds", [count])
 
 
 @lowers("copy")
 def lower_copy(fl: FunctionLowering, inst: Instruction) -> None:
-    """`count` values, each read before any is written (the ranges may overlap)."""
+    """`count` values, each read before any is written (the ranges may overlap). Both
+    ranges are checked before anything is staged, so that a huge count past an end is
+    refused at once."""
     b = fl.b
     t = pointee(fl, inst.source)
     lt = fl.layout.lower(t)
+    rt = fl.layout.resolve(t)
     n = fl.value(inst.count)
     n = b.sext(n, I64) if n.type.width < 64 else n
     fl.fail_if(b.icmp_signed("<", n, i64(0)), "negative count {0}", [n])
     src = as_pointer(fl, inst, "source")
     dst = as_pointer(fl, inst, "destination")
-    buffer = fl.alloc(mul(b, size_of(b, lt), n))
+    with b.if_then(b.icmp_signed(">", n, i64(0))):
+        check_span(fl, src, n, t, "copy reads past the end of its source")
+        check_span(fl, dst, n, t, "copy writes past the end of its destination")
+    strides: list[ll.Value | None] = [None, None]
+    if isinstance(rt, TensorType):
+        for k, p in enumerate((src, dst)):
+            from .lower_control import result_slot
+
+            slot = result_slot(fl, I64)
+            b.store(i64(0), slot)
+            with b.if_then(b.and_(is_element(b, p), b.icmp_signed(">", n, i64(0)))):
+                b.store(element_stride(fl, p, rt), slot)
+            strides[k] = b.load(slot, typ=I64)
+    buffer = fl.alloc_array(n, size_of(b, lt))
     staged = fl.rt.data(b, buffer)
     with for_range(b, i64(0), n, "read") as i:
-        value = read(fl, step(fl, src, i, t), t,
+        value = read(fl, step(fl, src, i, t, strides[0]), t,
                      "copy reads past the end of its source: pointer")
         fl.retain(value, t)
         b.store(value, gep(b, lt, staged, i))
-    with for_range(b, i64(0), n, "write") as i:
-        d = step(fl, dst, i, t)
-        checked_address(fl, d, "copy writes past the end of its destination: pointer",
-                        None)
     with for_range(b, i64(0), n, "store") as i:
-        write(fl, step(fl, dst, i, t), t, b.load(gep(b, lt, staged, i), typ=lt),
+        write(fl, step(fl, dst, i, t, strides[1]), t, b.load(gep(b, lt, staged, i), typ=lt),
               "copy writes past the end of its destination: pointer")
     b.call(fl.rt.get("release"), [fl.ctx, buffer])
 
@@ -424,6 +536,7 @@ def global_pointer(fl: FunctionLowering, g: GlobalVariable) -> ll.Value:
         b.store(i64(1), gep(b, I64, cell, i64(COUNT)))
         b.store(size_of(b, lt), gep(b, I64, cell, i64(CELL_SIZE)))
         b.store(i64(1), gep(b, I64, cell, i64(INITIALIZED)))
+        b.store(i64(UNCOUNTED), gep(b, I64, cell, i64(BLOCK_REFS)))
         b.store(cell_zero(fl, g.value_type), block_data(b, cell))
     return make_pointer(b, cell, block_data(b, cell))
 
@@ -458,14 +571,20 @@ def item_release(fl: FunctionLowering, t: Type) -> ll.Function:
 
 @lowers("createStack")
 def lower_create_stack(fl: FunctionLowering, inst: Instruction) -> ll.Value:
-    s = fl.b.call(fl.rt.get("stack_new"), [fl.ctx])
+    s = fl.b.call(fl.rt.get("stack_new"), [])
     fl.fail_if(fl.b.icmp_unsigned("==", s, NULL), "out of memory (a new stack)")
+    return s
+
+
+def defined_stack(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    s = fl.value(inst.stack)
+    fl.fail_if(fl.b.icmp_unsigned("==", s, NULL), "use of an undefined stack")
     return s
 
 
 @lowers("destroyStack")
 def lower_destroy_stack(fl: FunctionLowering, inst: Instruction) -> None:
-    fl.b.call(fl.rt.get("stack_clear"), [fl.ctx, fl.value(inst.stack)])
+    fl.b.call(fl.rt.get("stack_clear"), [fl.ctx, defined_stack(fl, inst)])
 
 
 @lowers("push")
@@ -478,7 +597,7 @@ def lower_push(fl: FunctionLowering, inst: Instruction) -> None:
     slot = result_slot(fl, lt)
     b.store(fl.value(inst.value), slot)
     status = b.call(fl.rt.get("stack_push"), [
-        fl.value(inst.stack), slot, size_of(b, lt), i64(fl.unit.type_id(inst.value.type)),
+        defined_stack(fl, inst), slot, size_of(b, lt), i64(fl.unit.type_id(inst.value.type)),
         item_release(fl, t)])
     fl.fail_if(b.icmp_signed("!=", status, i32(0)), "out of memory (pushing on a stack)")
 
@@ -492,7 +611,7 @@ def lower_pop(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     lt = fl.layout.lower(t)
     slot = result_slot(fl, lt)
     top = result_slot(fl, I64)
-    status = b.call(fl.rt.get("stack_pop"), [fl.value(inst.stack), slot, size_of(b, lt),
+    status = b.call(fl.rt.get("stack_pop"), [defined_stack(fl, inst), slot, size_of(b, lt),
                                               i64(fl.unit.type_id(t))])
     fl.fail_if(b.icmp_signed("==", status, i32(1)), "pop from an empty stack")
     with b.if_then(b.icmp_signed("==", status, i32(2)), likely=False):

@@ -69,22 +69,35 @@ def lower_squeeze_shape(fl: FunctionLowering, inst: Instruction) -> ll.Value:
 
 
 def reshape_dims(fl: FunctionLowering, count: ll.Value, shape: Sequence[int | None],
-                 what: str, from_dims: Sequence[ll.Value]) -> list[ll.Value]:
-    """Target sizes with at most one `_` worked out from the element count, checked."""
+                 problem: str, from_dims: Sequence[ll.Value],
+                 fits: ll.Value | None = None) -> list[ll.Value]:
+    """Target sizes, a `_` worked out from the element count, checked as `numpy.reshape`
+    checks them: the count must match, and a `_` beside a zero-sized dimension, or a second
+    `_`, is an error (it could be any size). `fits`, when given, must hold as well."""
     b = fl.b
     known = product(b, [i64(d) for d in shape if d is not None])
     missing = [k for k, d in enumerate(shape) if d is None]
     dims = [i64(d) if d is not None else i64(0) for d in shape]
+    bad: ll.Value = ll.Constant(I1, 0) if fits is None else b.not_(fits)
     if missing:
-        safe = b.select(b.icmp_signed("==", known, i64(0)), i64(1), known)
+        if len(missing) > 1 or is_const(known, 0):
+            undetermined: ll.Value = ll.Constant(I1, 1)
+        elif is_const(known):
+            undetermined = ll.Constant(I1, 0)
+        else:
+            undetermined = b.icmp_signed("==", known, i64(0))
+        bad = b.or_(bad, undetermined)
+        safe = b.select(undetermined, i64(1), known)
         dims[missing[0]] = b.sdiv(count, safe)
         for k in missing[1:]:
             dims[k] = i64(1)
     total = product(b, dims)
-    text, params = fl.shape_text(from_dims)
     if not (is_const(total) and is_const(count) and total.constant == count.constant):
-        fl.fail_if(b.icmp_signed("!=", total, count), f"{what}: cannot reshape {text} to "
-                   f"{fl.type(fl.current) if fl.current is not None else ''}", params)
+        bad = b.or_(bad, b.icmp_signed("!=", total, count))
+    if not (isinstance(bad, ll.Constant) and not bad.constant):
+        text, params = fl.shape_text(from_dims)
+        target = fl.type(fl.current) if fl.current is not None else ""
+        fl.fail_if(bad, problem.format(shape=text, target=target), params)
     return dims
 
 
@@ -92,38 +105,47 @@ def reshape_dims(fl: FunctionLowering, count: ll.Value, shape: Sequence[int | No
 def lower_shape_cast(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     xt = fl.tensor_type(inst.x)
     t = fl.tensor_type(inst)
+    problem = "shapeCast: cannot reshape {shape} to {target}"
     if xt.rank == 0:
         return boxed_scalar(fl, fl.value(inst.x), xt, t.rank) if t.rank else fl.value(inst.x)
     x = fl.tensor(inst.x)
     if t.rank == 0:
-        reshape_dims(fl, x.count(), (), "shapeCast", x.dims)
+        reshape_dims(fl, x.count(), (), problem, x.dims)
         return fl.load_scalar(x.data, xt)
-    dims = reshape_dims(fl, x.count(), inst.shape, "shapeCast", x.dims)
+    dims = reshape_dims(fl, x.count(), inst.shape, problem, x.dims)
     return share(fl, inst, inst.x, x.data, dims)
 
 
 @lowers("bitCast")
 def lower_bit_cast(fl: FunctionLowering, inst: Instruction) -> ll.Value:
+    """The bytes of the operand, row-major, viewed as elements of the target's data type:
+    their number must be a multiple of its size."""
     src, dst = fl.type(inst.x), fl.type(inst)
     if not (isinstance(src, TensorType) and isinstance(dst, TensorType)):
-        return fl.b.bitcast(fl.value(inst.x), fl.layout.lower(dst))
+        value = fl.b.bitcast(fl.value(inst.x), fl.layout.lower(dst))
+        fl.retain(value, dst)  # the result holds what the operand holds
+        return value
     if src.rank == 0 and dst.rank == 0:  # the type rule made the sizes equal
         return fl.b.bitcast(fl.value(inst.x), scalar_type(dst.dtype))
+    b = fl.b
     if src.rank == 0:
         boxed = boxed_scalar(fl, fl.value(inst.x), src, 1)
-        x = Tensor(fl.b, boxed, src.with_shape((1,)))
+        x = Tensor(b, boxed, src.with_shape((1,)))
         fl.temporaries.append((boxed, src.with_shape((1,))))
         nbytes = i64(element_size(src.dtype))
     else:
         x = fl.tensor(inst.x)
-        nbytes = mul(fl.b, x.count(), i64(element_size(src.dtype)))
-    count = fl.b.sdiv(nbytes, i64(element_size(dst.dtype)))
+        nbytes = mul(b, x.count(), i64(element_size(src.dtype)))
+    size = i64(element_size(dst.dtype))
+    count = b.sdiv(nbytes, size)
+    whole = b.icmp_signed("==", b.srem(nbytes, size), i64(0))
+    problem = "bitCast: cannot reinterpret {shape} as {target}"
+    dims = reshape_dims(fl, count, dst.shape, problem, x.dims if src.rank else [], whole)
     if dst.rank == 0:
         return fl.load_scalar(x.data, dst)
-    dims = reshape_dims(fl, count, dst.shape, "bitCast", x.dims)
     if src.rank == 0:
-        fl.b.call(fl.rt.get("retain"), [x.buf])
-        return make_tensor(fl.b, x.buf, x.data, dims)
+        b.call(fl.rt.get("retain"), [x.buf])
+        return make_tensor(b, x.buf, x.data, dims)
     return share(fl, inst, inst.x, x.data, dims)
 
 
@@ -303,14 +325,10 @@ def lower_dot(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     c_dims = list(reversed(c.dims)) if tc else list(c.dims)
     m, k = a_dims[-2], a_dims[-1]
     k2, n = c_dims[-2], c_dims[-1]
-    fl.fail_if(b.icmp_signed("!=", k, k2) if not (is_const(k) and is_const(k2)) else
-               ll.Constant(I1, int(k.constant != k2.constant)),
-               "dot: inner dimensions {0} and {1} differ", [k, k2])
+    fl.fail_unless_equal(k, k2, "dot: inner dimensions {0} and {1} differ")
     batch = a_dims[:-2]
     for x, y in zip(batch, c_dims[:-2], strict=True):
-        if not (is_const(x) and is_const(y)):
-            fl.fail_if(b.icmp_signed("!=", x, y), "dot: batch dimensions {0} and {1} differ",
-                       [x, y])
+        fl.fail_unless_equal(x, y, "dot: batch dimensions {0} and {1} differ")
     dims = [*batch, m, n]
     struct, out = fl.new_tensor(t, dims)
     count = product(b, batch)
@@ -415,8 +433,7 @@ def vector_dot(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     b = fl.b
     x, y = fl.tensor(inst.lhs), fl.tensor(inst.rhs)
     n, n2 = x.dims[0], y.dims[0]
-    if not (is_const(n) and is_const(n2)):
-        fl.fail_if(b.icmp_signed("!=", n, n2), "dot: vectors of sizes {0} and {1}", [n, n2])
+    fl.fail_unless_equal(n, n2, "dot: vectors of sizes {0} and {1}")
     t = fl.tensor_type(inst)
     st = scalar_type(t.dtype)
     elem = element_type(t.dtype)
@@ -605,17 +622,26 @@ def lower_random(fl: FunctionLowering, inst: Instruction) -> ll.Value:
 # ---------------------------------------------------------------- windows
 
 
+def floor_divide(b: ll.IRBuilder, x: ll.Value, d: int) -> ll.Value:
+    """⌊x / d⌋ for a positive constant `d` (`sdiv` rounds toward zero: an empty input's
+    −1 / 2 would be 0, not −1)."""
+    q = b.sdiv(x, i64(d))
+    return b.sub(q, b.zext(b.icmp_signed("<", b.srem(x, i64(d)), i64(0)), I64))
+
+
 def window_geometry(fl: FunctionLowering, size: ll.Value, window: int, stride: int,
                     padding: str) -> tuple[ll.Value, ll.Value]:
-    """(output size, low padding) of one dimension, as `dlvm.ir` defines them."""
+    """(output size, low padding) of one dimension, as `dlvm.ir` defines them (with floor
+    division: an empty dimension has no window)."""
     b = fl.b
     w, s = i64(window), i64(stride)
     if padding == "none":
         out = b.add(b.sdiv(b.sub(size, w), s), i64(1))
         return b.select(b.icmp_signed("<", size, w), i64(0), out), i64(0)
     if padding == "full":
-        return b.add(b.sdiv(b.add(size, i64(window - 2)), s), i64(1)), i64(window - 1)
-    out = b.add(b.sdiv(b.sub(size, i64(1)), s), i64(1))
+        return (b.add(floor_divide(b, b.add(size, i64(window - 2)), stride), i64(1)),
+                i64(window - 1))
+    out = b.add(floor_divide(b, b.sub(size, i64(1)), stride), i64(1))
     total = b.sub(b.add(b.mul(b.sub(out, i64(1)), s), w), size)
     total = b.select(b.icmp_signed("<", total, i64(0)), i64(0), total)
     return out, b.sdiv(total, i64(2))
@@ -672,6 +698,24 @@ def lower_reduce_window(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     return struct
 
 
+def check_channels(fl: FunctionLowering, cin: ll.Value, cout: ll.Value, per_group: ll.Value,
+                   groups: int) -> None:
+    """What the type rule checks of channel counts, for those known only now: `groups`
+    divides both, and the kernel reads Cin/groups channels."""
+    b = fl.b
+    g = i64(groups)
+    if groups != 1:
+        for count, which in ((cout, "output"), (cin, "input")):
+            fl.fail_unless_equal(b.srem(count, g) if not is_const(count) else
+                                 i64(count.constant % groups), i64(0),
+                                 f"convolve: groups {groups} must divide the {{0}} {which} "
+                                 "channels", [count])
+    fl.fail_unless_equal(per_group, b.sdiv(cin, g) if not is_const(cin) else
+                         i64(cin.constant // groups),
+                         f"convolve: the kernel has {{0}} input channels per group, the input "
+                         f"{{1}}/{groups}", [per_group, cin])
+
+
 @lowers("convolve")
 def lower_convolve(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     """Direct convolution: out[n, o, p…] = Σ_c Σ_q x̃[n, c, p·s + q·rd]·k[o, c, q…], x̃ the
@@ -695,6 +739,7 @@ def lower_convolve(fl: FunctionLowering, inst: Instruction) -> ll.Value:
         size = b.add(b.sdiv(b.sub(base, window), i64(st)), i64(1))
         spatial.append(b.select(b.icmp_signed(">", window, base), i64(0), size))
     cout = k.dims[0]
+    check_channels(fl, x.dims[1], cout, k.dims[1], groups)
     out_dims = [x.dims[0], cout, *spatial]
     struct, out = fl.new_tensor(t, out_dims)
     cin_g = b.sdiv(x.dims[1], i64(groups))

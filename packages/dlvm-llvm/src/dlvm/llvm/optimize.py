@@ -4,7 +4,7 @@ Both LLVM targets run `O3` by default, whose passes come from dlvm-opt, a packag
 own. Without it the code still runs, unoptimized (element-wise code is not fused into
 kernels), and one warning per process says so and how to fix it. A pass that no installed
 package and no DLVM package provides is the user's mistake, reported as the pass manager
-reports an unknown pass.
+reports an unknown pass (before any warning about a missing package).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import warnings
 
 import dlvm.ir as ir
-from dlvm.ir.plugin import KNOWN_PROVIDERS, PluginWarning, install_hint
+from dlvm.ir.pipeline import PipelineError
+from dlvm.ir.plugin import KNOWN_PROVIDERS, PluginWarning, failed_plugin_notes, install_hint
 
 _warned: set[str] = set()  # the messages this process has shown
 
@@ -23,10 +24,15 @@ def optimized(module: ir.Module, passes: str, target: str) -> ir.Module:
     if not passes:
         return module
     reg = ir.registry()
-    missing = [spec.name for spec in ir.parse_pipeline(passes)
+    specs = ir.parse_pipeline(passes)
+    missing = [spec for spec in specs
                if not (reg.has("pass", spec.name) or reg.has("pipeline", spec.name))]
-    if missing and all(name in KNOWN_PROVIDERS for name in missing):
-        warn_unoptimized(target, passes, missing)
+    for spec in missing:  # a pass nobody provides: an error, even beside a missing package
+        if spec.name not in KNOWN_PROVIDERS:
+            raise PipelineError(reg.unknown("pass", spec.name), passes, spec.column,
+                                notes=failed_plugin_notes(reg))
+    if missing:
+        warn_unoptimized(target, passes, [spec.name for spec in missing])
         return module
     copy = ir.clone(module)
     ir.run_passes(copy, passes)

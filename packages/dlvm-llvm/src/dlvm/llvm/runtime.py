@@ -5,7 +5,7 @@ with the code that uses it, and a compiled object needs nothing but libc (and BL
 
 **Context.** Every compiled function takes `ptr ctx`, an array of i64 slots owned by the
 caller in Python (one per executable and thread): the error site and its parameters, the
-call depth, the list of tape stacks of the running call, and the buffer pool's free lists.
+call depth, and the buffer pool's free lists.
 
 **Buffers.** A tensor's elements live in a buffer: a 64-byte header `{i64 refcount, i64 size
 class, i64 next}` followed by the data, 64-byte aligned. Buffers come from a pool of free
@@ -18,9 +18,20 @@ tensor past the call (memory, an enum) copies a borrowed one first (`FunctionLow
 A buffer that a call returns to Python leaves the pool: numpy's array frees it with `free`
 when it is collected.
 
+**Memory blocks** (`allocateStack`, `allocateHeap`, `allocateBox`) are buffers whose header
+also holds their cell count and size, a freed flag, and a count of the DLVM pointers that
+address them (slot `BLOCK_REFS`): the last pointer to go returns the block to the pool,
+releasing its cells first unless `deallocate` did. So a block lives as long as a pointer to
+it does, whichever call made it, as in the interpreter, and a pointer never outlives the
+header that says whether its block was freed. A box's block and a global's cell are not
+counted (their count is -1): boxes keep DLVM's own `retain`/`release` count, and globals
+live as long as their executable.
+
 **Stacks** (the AD tape) are growable byte arrays of items, each followed by a trailer
 `{i64 type id, ptr release function}` so that `pop` checks the type and `destroyStack`
-releases what is left. Every stack of a call is freed when the call returns.
+releases what is left. A stack is reference counted like a buffer: it lives while a value
+(a register, a memory cell, another stack's item) holds it, so one kept in a global outlives
+the call that made it.
 """
 
 from __future__ import annotations
@@ -47,18 +58,25 @@ UNPOOLED_BYTES = 1 << 30
 IMMORTAL = -1  # the count of a constant's buffer
 BORROWED = -2  # the count of the shared header of a caller's arrays
 
-# context slots (i64 each): the error site and its parameters, the call depth, the stacks
-# of the running call, the kernel thread count, the table of global variables' cells, the
-# executable's id (for its generator and callbacks), a count of loop iterations, the
-# deadline of the call and the clock it is on, and the pool's free lists
-CTX_SITE, CTX_PARAMS, CTX_DEPTH, CTX_STACKS, CTX_THREADS, CTX_GLOBALS, CTX_RNG = 0, 1, 5, 6, 7, 8, 9
+# context slots (i64 each): the error site and its parameters, the call depth, (6 unused)
+# the kernel thread count, the table of global variables' cells, the executable's id (for
+# its generator and callbacks), a count of loop iterations, the deadline of the call and the
+# clock it is on, and the pool's free lists
+CTX_SITE, CTX_PARAMS, CTX_DEPTH, CTX_THREADS, CTX_GLOBALS, CTX_RNG = 0, 1, 5, 7, 8, 9
 CTX_TICKS, CTX_DEADLINE, CTX_CLOCK = 10, 11, 12
 CTX_FREE = 13
 TICKS_PER_CLOCK_READ = 1 << 12
 CTX_SLOTS = CTX_FREE + POOL_CLASSES
 N_PARAMS = 4
 
-STACK_BYTES = 32  # {ptr data, i64 size, i64 capacity, ptr next}
+# header slots of a memory block (i64 each): 0 and 1 are the buffer's count and size class,
+# 2 (a pooled buffer's free-list link) the function that releases what its cells hold
+BLOCK_RELEASE_CELLS, BLOCK_COUNT, BLOCK_CELL_SIZE, BLOCK_FREED = 2, 3, 4, 5
+BLOCK_INITIALIZED, BLOCK_REFS = 6, 7  # (a global's cell), pointers to the block
+UNCOUNTED = -1  # the pointer count of a box's block and of a global's cell
+
+STACK_BYTES = 32  # {ptr data, i64 size, i64 capacity, i64 references}
+STACK_REFS = 3
 TRAILER_BYTES = 16
 
 
@@ -238,18 +256,41 @@ class Runtime:
     # ------------------------------------------------------------ stacks
 
     def _define_stack_new(self) -> ll.Function:
-        """A new empty stack, linked into the context so the call frees it on return."""
-        fn, b = internal_function(self.module, "dlvm.rt.stack_new", PTR, [PTR])
-        (ctx,) = fn.args
+        """A new empty stack with one reference, or null when memory runs out."""
+        fn, b = internal_function(self.module, "dlvm.rt.stack_new", PTR, [])
         s = b.call(self.libc("malloc"), [i64(STACK_BYTES)])
         with b.if_then(b.icmp_unsigned("!=", s, ll.Constant(PTR, None))):
             b.store(ll.Constant(PTR, None), s)
             b.store(i64(0), gep(b, I64, s, i64(1)))
             b.store(i64(0), gep(b, I64, s, i64(2)))
-            head = b.bitcast(self.slot(b, ctx, CTX_STACKS), PTR)
-            b.store(b.load(head, typ=PTR), gep(b, PTR, s, i64(3)))
-            b.store(s, head)
+            b.store(i64(1), gep(b, I64, s, i64(STACK_REFS)))
         b.ret(s)
+        return fn
+
+    def _define_stack_retain(self) -> ll.Function:
+        fn, b = internal_function(self.module, "dlvm.rt.stack_retain", VOID, [PTR])
+        (s,) = fn.args
+        with b.if_then(b.icmp_unsigned("==", s, ll.Constant(PTR, None)), likely=False):
+            b.ret_void()  # an undefined stack
+        refs = gep(b, I64, s, i64(STACK_REFS))
+        b.store(b.add(b.load(refs, typ=I64), i64(1)), refs)
+        b.ret_void()
+        return fn
+
+    def _define_stack_release(self) -> ll.Function:
+        """Drop a reference; the last one releases the items left and frees the stack."""
+        fn, b = internal_function(self.module, "dlvm.rt.stack_release", VOID, [PTR, PTR])
+        ctx, s = fn.args
+        with b.if_then(b.icmp_unsigned("==", s, ll.Constant(PTR, None)), likely=False):
+            b.ret_void()
+        refs = gep(b, I64, s, i64(STACK_REFS))
+        left = b.sub(b.load(refs, typ=I64), i64(1))
+        b.store(left, refs)
+        with b.if_then(b.icmp_signed("==", left, i64(0))):
+            b.call(self.get("stack_clear"), [ctx, s])
+            b.call(self.libc("free"), [b.load(s, typ=PTR)])
+            b.call(self.libc("free"), [s])
+        b.ret_void()
         return fn
 
     def _define_stack_push(self) -> ll.Function:
@@ -325,27 +366,48 @@ class Runtime:
         b.ret_void()
         return fn
 
-    def _define_end_call(self) -> ll.Function:
-        """Free every stack of the call that ends (their items were released or popped)."""
-        fn, b = internal_function(self.module, "dlvm.rt.end_call", VOID, [PTR])
-        (ctx,) = fn.args
-        head_slot = b.bitcast(self.slot(b, ctx, CTX_STACKS), PTR)
-        loop = b.append_basic_block("loop")
-        body = b.append_basic_block("body")
-        done = b.append_basic_block("done")
-        b.branch(loop)
-        b.position_at_end(loop)
-        s = b.load(head_slot, typ=PTR)
-        b.cbranch(b.icmp_unsigned("!=", s, ll.Constant(PTR, None)), body, done)
-        b.position_at_end(body)
-        b.call(self.get("stack_clear"), [ctx, s])
-        b.store(b.load(gep(b, PTR, s, i64(3)), typ=PTR), head_slot)
-        b.call(self.libc("free"), [b.load(s, typ=PTR)])
-        b.call(self.libc("free"), [s])
-        b.branch(loop)
-        b.position_at_end(done)
+    # ------------------------------------------------------------ memory blocks
+
+    def _define_block_retain(self) -> ll.Function:
+        fn, b = internal_function(self.module, "dlvm.rt.block_retain", VOID, [PTR],
+                                  inline=True)
+        (block,) = fn.args
+        with b.if_then(b.icmp_unsigned("==", block, ll.Constant(PTR, None)), likely=False):
+            b.ret_void()  # a null pointer
+        refs = gep(b, I64, block, i64(BLOCK_REFS))
+        count = b.load(refs, typ=I64)
+        with b.if_then(b.icmp_signed(">", count, i64(0)), likely=True):
+            b.store(b.add(count, i64(1)), refs)
         b.ret_void()
         return fn
+
+    def _define_block_release(self) -> ll.Function:
+        """Drop a pointer's reference; the last one releases what the cells hold (unless
+        `deallocate` did) and returns the block to the pool."""
+        fn, b = internal_function(self.module, "dlvm.rt.block_release", VOID, [PTR, PTR])
+        ctx, block = fn.args
+        with b.if_then(b.icmp_unsigned("==", block, ll.Constant(PTR, None)), likely=False):
+            b.ret_void()
+        refs = gep(b, I64, block, i64(BLOCK_REFS))
+        count = b.load(refs, typ=I64)
+        with b.if_then(b.icmp_signed("<=", count, i64(0)), likely=False):
+            b.ret_void()  # a box's block or a global's cell
+        left = b.sub(count, i64(1))
+        b.store(left, refs)
+        with b.if_then(b.icmp_signed("==", left, i64(0))):
+            self.free_cells(b, ctx, block)
+            b.call(self.get("free_buffer"), [ctx, block])
+        b.ret_void()
+        return fn
+
+    def free_cells(self, b: ll.IRBuilder, ctx: ll.Value, block: ll.Value) -> None:
+        """Mark a block freed and release what its cells hold (once)."""
+        freed = gep(b, I64, block, i64(BLOCK_FREED))
+        with b.if_then(b.icmp_signed("==", b.load(freed, typ=I64), i64(0))):
+            b.store(i64(1), freed)
+            release = b.load(gep(b, PTR, block, i64(BLOCK_RELEASE_CELLS)), typ=PTR)
+            with b.if_then(b.icmp_unsigned("!=", release, ll.Constant(PTR, None))):
+                call_pointer(b, release, ll.FunctionType(VOID, [PTR, PTR]), [ctx, block])
 
     def _define_ctx_free(self) -> ll.Function:
         """Give every pooled buffer of a context back to libc (when its executable goes)."""

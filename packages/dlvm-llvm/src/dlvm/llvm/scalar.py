@@ -29,6 +29,7 @@ from dlvm.ir.types import DataType, TensorType
 
 from .emit import declare
 from .layout import F32, I1, scalar_type
+from .rounding import rounded
 
 
 @dataclass
@@ -331,7 +332,7 @@ def _cast(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
                 b.icmp_signed("!=", x, const(x.type, 0)))
     if target.is_float:
         if is_float(x):
-            return b.fpext(x, to) if float_bits(x.type) < float_bits(to) else b.fptrunc(x, to)
+            return b.fpext(x, to) if float_bits(x.type) < float_bits(to) else rounded(b, x, to)
         return b.uitofp(x, to) if x.type == I1 else b.sitofp(x, to)
     # to an integer
     if is_float(x):

@@ -21,7 +21,7 @@ from ..core import (
     Value,
 )
 from ..opdef import define
-from ..runtime import Pointer, get_element, set_element
+from ..runtime import ExecutionError, Pointer, format_np_shape, get_element, set_element
 from ..types import (
     INVALID,
     ArrayType,
@@ -326,6 +326,8 @@ def _softmax_rule(args: list[Value], m: Module | None) -> Type:
 def _softmax(x: np.ndarray) -> np.ndarray:
     if x.ndim == 0:
         return np.ones_like(x)
+    if x.shape[-1] == 0:  # rows of no element: nothing to normalize
+        return x.copy()
     e = np.exp(x - np.max(x, axis=-1, keepdims=True))
     return e / np.sum(e, axis=-1, keepdims=True)
 
@@ -348,8 +350,24 @@ def _mean_rule(args: list[Value], m: Module | None) -> Type:
 
 
 define_builtin("softmax", _softmax_rule, _softmax, "softmax along the last dimension")
-define_builtin("min", _minmax_rule("min"), np.minimum, "element-wise minimum, broadcasting")
-define_builtin("max", _minmax_rule("max"), np.maximum, "element-wise maximum, broadcasting")
+def _broadcasting(f: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """`f` of two arrays whose shapes must broadcast at run time (`_` sizes)."""
+    def checked(a: Any, b: Any) -> Any:
+        try:
+            np.broadcast_shapes(np.shape(a), np.shape(b))
+        except ValueError:
+            raise ExecutionError(f"shapes {format_np_shape(np.shape(a))} and "
+                                 f"{format_np_shape(np.shape(b))} cannot be broadcast "
+                                 "together") from None
+        return f(a, b)
+
+    return checked
+
+
+define_builtin("min", _minmax_rule("min"), _broadcasting(np.minimum),
+               "element-wise minimum, broadcasting")
+define_builtin("max", _minmax_rule("max"), _broadcasting(np.maximum),
+               "element-wise maximum, broadcasting")
 define_builtin("mean", _mean_rule, np.mean, "the mean of all elements")
 
 

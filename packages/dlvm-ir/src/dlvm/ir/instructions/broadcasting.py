@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core import Instruction, Module
 from ..opdef import define
-from ..runtime import ExecutionError, format_np_shape
+from ..runtime import ExecutionError, format_np_shape, sum_dtype
 from ..types import TensorType, Type, broadcast_shapes
 from .common import fail, float_tensor, result_array, tensor_type
 
@@ -32,12 +32,16 @@ def _unbroadcast_rule(inst: Instruction, m: Module | None) -> Type:
 def sum_to_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Sum `x` over the dimensions along which `shape` broadcasts to `x.shape`."""
     if not shape:
-        return np.asarray(x.sum(), dtype=x.dtype)
+        with np.errstate(over="ignore"):
+            return np.asarray(x.sum(dtype=sum_dtype(x.dtype)), dtype=x.dtype)
     if len(shape) != x.ndim or any(s not in (1, n) for s, n in zip(shape, x.shape, strict=True)):
         raise ExecutionError(f"unbroadcast: shape {format_np_shape(shape)} does not broadcast "
                              f"to {format_np_shape(x.shape)}")
     axes = tuple(i for i, (s, n) in enumerate(zip(shape, x.shape, strict=True)) if s != n)
-    return x.sum(axis=axes, keepdims=True, dtype=x.dtype) if axes else x
+    if not axes:
+        return x
+    with np.errstate(over="ignore"):  # a float16 sum past its range is inf, as added
+        return x.sum(axis=axes, keepdims=True, dtype=sum_dtype(x.dtype)).astype(x.dtype)
 
 
 def _unbroadcast_eval(inst: Instruction, frame: Any) -> Any:

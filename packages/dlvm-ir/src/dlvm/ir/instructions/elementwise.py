@@ -91,8 +91,13 @@ UNARY: dict[str, tuple[Callable[[Any], Any], str, str]] = {
 _DOMAIN_CHECK = {"float": float_tensor, "numeric": numeric_tensor, "bool": bool_tensor}
 
 
+def _divides_by_zero(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether an element is divided by zero (an empty result divides none)."""
+    return bool(np.size(a) and np.any(b == 0))
+
+
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if np.any(b == 0):
+    if _divides_by_zero(a, b):
         raise ExecutionError("integer division by zero")
     q = np.abs(a) // np.abs(b)
     return np.where((a < 0) != (b < 0), -q, q)
@@ -111,19 +116,19 @@ def _truncate_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _floor_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype.kind in "iu" and np.any(b == 0):
+    if a.dtype.kind in "iu" and _divides_by_zero(a, b):
         raise ExecutionError("integer division by zero")
     return np.floor_divide(a, b)
 
 
 def _modulo(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype.kind in "iu" and np.any(b == 0):
+    if a.dtype.kind in "iu" and _divides_by_zero(a, b):
         raise ExecutionError("integer modulo by zero")
     return np.fmod(a, b)
 
 
 def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype.kind in "iu" and np.any(b < 0):
+    if a.dtype.kind in "iu" and np.size(a) and np.any(b < 0):
         raise ExecutionError("integer power with a negative exponent")
     return np.power(a, b)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import Instruction, Module
+from ..core import FieldKey, Instruction, Module
 from ..opdef import define
 from ..runtime import (
     Box,
@@ -15,7 +15,7 @@ from ..runtime import (
     check_conforms,
     zero_value,
 )
-from ..types import STACK, VOID, BoxType, PointerType, StackType, Type, types_compatible
+from ..types import MAX_SIZE, STACK, VOID, BoxType, PointerType, StackType, Type, types_compatible
 from .aggregate import element_type, runtime_keys
 from .common import fail, resolved, scalar_of
 
@@ -65,13 +65,15 @@ def _box(inst: Instruction, frame: Any) -> Box:
 
 
 def _alloc_stack_rule(inst: Instruction, m: Module | None) -> Type:
-    if inst.count < 1:
-        fail("allocateStack needs a positive count")
+    if not 1 <= inst.count <= MAX_SIZE:
+        fail(f"allocateStack needs a count from 1 to {MAX_SIZE}, found {inst.count}")
     return PointerType(inst.type_)
 
 
-def _alloc(t: Type, n: int, frame: Any) -> Pointer:
-    return Pointer(Memory([zero_value(t, frame.module) for _ in range(n)]))
+def _alloc(t: Type, n: Any, frame: Any) -> Pointer:
+    """`n` cells of type `t`, made as they are written (see `Memory`): any count costs the
+    same, and a negative one is refused here, where it is given."""
+    return Pointer(Memory(int(n), zero_value(t, frame.module)))
 
 
 define("allocateStack", "$type_:type count $count:int", _alloc_stack_rule, traits=EFFECTS,
@@ -85,11 +87,11 @@ def _alloc_heap_rule(inst: Instruction, m: Module | None) -> Type:
 
 
 define("allocateHeap", "$type_:type count $count", _alloc_heap_rule, traits=EFFECTS,
-       evaluate=lambda inst, f: _alloc(inst.type_, int(f.get(inst.count)), f),
+       evaluate=lambda inst, f: _alloc(inst.type_, f.get(inst.count), f),
        category="memory", summary="allocate `count` values of a type on the heap")
 
 define("allocateBox", "$type_:type", lambda inst, m: BoxType(inst.type_), traits=EFFECTS,
-       evaluate=lambda inst, f: Box(Memory([zero_value(inst.type_, f.module)])),
+       evaluate=lambda inst, f: Box(Memory.holding(zero_value(inst.type_, f.module))),
        category="memory", summary="allocate a reference-counted box")
 define("projectBox", "$box", lambda inst, m: PointerType(_boxed(inst.box, m)),
        evaluate=lambda inst, f: Pointer(_box(inst, f).memory), category="memory",
@@ -104,7 +106,7 @@ def _release(inst: Instruction, frame: Any) -> None:
     box = _box(inst, frame)
     box.refcount -= 1
     if box.refcount == 0:
-        box.memory.freed = True
+        box.memory.free()
 
 
 define("retain", "$box", lambda inst, m: (_boxed(inst.box, m), VOID)[1], traits=EFFECTS,
@@ -118,7 +120,7 @@ def _deallocate(inst: Instruction, frame: Any) -> None:
     p = _address(inst, "pointer", frame)
     if p.memory.freed:
         raise ExecutionError("double deallocation")
-    p.memory.freed = True
+    p.memory.free()
 
 
 define("deallocate", "$pointer", lambda inst, m: (_pointee(inst.pointer, m), VOID)[1],
@@ -142,7 +144,10 @@ define("store", "$value to $pointer", _store_rule, traits=EFFECTS,
 
 def _element_pointer_eval(inst: Instruction, frame: Any) -> Pointer:
     p = _address(inst, "pointer", frame)
-    return Pointer(p.memory, p.index, p.path + runtime_keys(inst.keys, frame))
+    q = Pointer(p.memory, p.index, p.path + runtime_keys(inst.keys, frame))
+    if any(not isinstance(k, int | FieldKey) for k in inst.keys):
+        q.load()  # a dynamic index must be in range here, as for extract
+    return q
 
 
 define("elementPointer", "$pointer at $keys:keys",
@@ -172,10 +177,23 @@ def _copy_eval(inst: Instruction, frame: Any) -> None:
         raise ExecutionError(f"negative count {n}")
     src.check_live()
     dst.check_live()
+    if n and not src.path and not dst.path:  # whole cells: a range check, then one move
+        _check_cells(src, n, "reads past the end of its source")
+        _check_cells(dst, n, "writes past the end of its destination")
+        src.memory.copy_cells(src.index, dst.memory, dst.index, n)
+        return
     values = [_step(src, i, "reads past the end of its source").load() for i in range(n)]
     targets = [_step(dst, i, "writes past the end of its destination") for i in range(n)]
     for t, v in zip(targets, values, strict=True):
         t.store(v)
+
+
+def _check_cells(p: Pointer, n: int, problem: str) -> None:
+    """Raise unless cells p…p+n−1 are in bounds, naming the first one that is not."""
+    first_bad = p.index if not 0 <= p.index < p.memory.count else min(
+        p.index + n, p.memory.count)
+    if first_bad < p.index + n:
+        raise ExecutionError(f"copy {problem}: pointer index {first_bad} out of bounds")
 
 
 def _step(p: Pointer, i: int, problem: str) -> Pointer:
@@ -204,12 +222,19 @@ define("trap", "", lambda inst, m: VOID, traits=("side_effects", "may_trap"), ev
 define("createStack", "", lambda inst, m: STACK, traits=EFFECTS,
        evaluate=lambda inst, f: Stack(), category="stack", summary="a new empty stack")
 define("destroyStack", "$stack", lambda inst, m: (_stack(inst.stack, m), VOID)[1],
-       traits=EFFECTS, evaluate=lambda inst, f: f.get(inst.stack).items.clear(),
+       traits=EFFECTS, evaluate=lambda inst, f: _stack_value(inst, f).items.clear(),
        category="stack", summary="release a stack")
 
 
+def _stack_value(inst: Instruction, frame: Any) -> Any:
+    s = frame.get(inst.stack)
+    if s is None:
+        raise ExecutionError("use of an undefined stack")
+    return s
+
+
 def _push(inst: Instruction, frame: Any) -> None:
-    frame.get(inst.stack).items.append((frame.get(inst.value), inst.value.type))
+    _stack_value(inst, frame).items.append((frame.get(inst.value), inst.value.type))
 
 
 define("push", "$value to $stack", lambda inst, m: (_stack(inst.stack, m), VOID)[1],
@@ -217,7 +242,7 @@ define("push", "$value to $stack", lambda inst, m: (_stack(inst.stack, m), VOID)
 
 
 def _pop(inst: Instruction, frame: Any) -> Any:
-    s = frame.get(inst.stack)
+    s = _stack_value(inst, frame)
     if not s.items:
         raise ExecutionError("pop from an empty stack")
     value, pushed = s.items[-1]

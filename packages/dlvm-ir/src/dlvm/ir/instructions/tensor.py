@@ -10,7 +10,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..core import BuiltinRef, Instruction, Module
 from ..opdef import define
-from ..runtime import ExecutionError, format_np_shape, numpy_dtype
+from ..runtime import ExecutionError, format_np_shape, numpy_dtype, sum_dtype
 from ..types import I64, FunctionType, TensorType, Type, broadcast_dims, scalar
 from .common import (
     check_axes,
@@ -75,8 +75,10 @@ def fold(comb: Any, frame: Any, x: np.ndarray, axes: tuple[int, ...], init: np.n
     """init ⊕ x[…] folded over `axes`."""
     uf = combinator_ufunc(comb)
     if uf is not None:
+        wide = sum_dtype(dtype) if uf is np.add else None
         with np.errstate(all="ignore"):
-            return np.asarray(uf.reduce(x, axis=axes, initial=init.item())).astype(dtype)
+            return np.asarray(uf.reduce(x, axis=axes, initial=init.item(), dtype=wide)
+                              ).astype(dtype)
     fn = frame.get(comb)
     keep = [a for a in range(x.ndim) if a not in axes]
     moved = np.transpose(x, keep + list(axes)).reshape(
@@ -422,7 +424,8 @@ def _bit_cast_eval(inst: Instruction, frame: Any) -> Any:
     if isinstance(t, TensorType) and isinstance(x, np.ndarray):
         shape = [-1 if d is None else d for d in t.shape]
         try:
-            return np.ascontiguousarray(x).view(numpy_dtype(t.dtype)).reshape(shape)
+            # the row-major bytes, whatever the shape (numpy views the last axis only)
+            return np.ascontiguousarray(x).reshape(-1).view(numpy_dtype(t.dtype)).reshape(shape)
         except ValueError:
             raise ExecutionError(f"bitCast: cannot reinterpret {x.shape} as {t}") from None
     return x
@@ -530,12 +533,24 @@ def _dilate(a: np.ndarray, factors: list[int]) -> np.ndarray:
     return out
 
 
+def _check_channels(cin: int, cout: int, per_group: int, groups: int) -> None:
+    """The type rule's channel checks, for counts that were `_`."""
+    for count, which in ((cout, "output"), (cin, "input")):
+        if count % groups:
+            raise ExecutionError(f"convolve: groups {groups} must divide the {count} {which} "
+                                 "channels")
+    if per_group != cin // groups:
+        raise ExecutionError(f"convolve: the kernel has {per_group} input channels per group, "
+                             f"the input {cin}/{groups}")
+
+
 def _conv_eval(inst: Instruction, frame: Any) -> Any:
     x, k = frame.get(inst.x), frame.get(inst.kernel)
     n = x.ndim - 2
     strides = inst.strides or [1] * n
     pads = inst.padding or [(0, 0)] * n
     groups = inst.groups or 1
+    _check_channels(x.shape[1], k.shape[0], k.shape[1], groups)
     xd = np.pad(_dilate(x, inst.leftDilation or [1] * n), [(0, 0), (0, 0), *pads])
     kd = _dilate(k, inst.rightDilation or [1] * n)
     out_spatial = [max((s - w) // st + 1, 0) if w <= s else 0
