@@ -88,6 +88,11 @@ class RuleContext:
 class AdjointContext(RuleContext):
     """For adjoint rules: `primal(v)` is available in the reverse sweep."""
 
+    def element_adjoint(self, aggregate: Value, keys: list[Value | int], dy: Value) -> Value:
+        """The adjoint of `aggregate` that is `dy` at `keys` and zero elsewhere (the
+        contribution of `extract keys from aggregate`)."""
+        return self.b.create("insert", dy, self.zeros(aggregate), keys)
+
     def call_adjoint(self, inst: Value, dy: Value) -> list[tuple[Value, Value]]:
         """The adjoints of an `apply`'s arguments (the driver generates the callee's gradient)."""
         raise TypeError(f"{type(self).__name__} does not define call_adjoint()")
@@ -110,13 +115,20 @@ def tuple_zeros(c: RuleContext, like: Value) -> Value:
 
     t = c.module.resolve(like.type)
     assert isinstance(t, TupleType)
-    elements = []
-    for i, e in enumerate(t.elements):
-        if isinstance(c.module.resolve(e), TupleType):
-            elements.append(tuple_zeros(c, c.b.extract(c.primal(like), keys=[i])))
-        else:
-            elements.append(_element_zeros(c, like, i, tensor_of(c.module.resolve(e))))
+    elements = [tuple_element_zeros(c, like, i) for i in range(len(t.elements))]
     return LiteralValue(AggregateLiteral("tuple", tuple(elements)), t)
+
+
+def tuple_element_zeros(c: RuleContext, like: Value, i: int) -> Value:
+    """Zeros of element `i` of a tuple-typed primal value."""
+    from dlvm.ir.types import TupleType
+
+    t = c.module.resolve(like.type)
+    assert isinstance(t, TupleType)
+    e = c.module.resolve(t.elements[i])
+    if isinstance(e, TupleType):
+        return tuple_zeros(c, c.b.extract(c.primal(like), keys=[i]))
+    return _element_zeros(c, like, i, tensor_of(e))
 
 
 def _element_zeros(c: RuleContext, like: Value, i: int, t: TensorType) -> Value:

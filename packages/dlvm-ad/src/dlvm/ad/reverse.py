@@ -14,6 +14,9 @@ sweep), then walks it backwards applying the adjoint rules (the reverse sweep).
   for a block argument, at the branch that passed it.
 - With `checkpoint`, a block pushes only the values it reads from other blocks
   (and results of impure instructions) and its reverse recomputes the rest.
+- The adjoint of a tuple read element by element (`extract k`, as a function reads
+  the parameters it is given as one tuple) is kept element by element until it is
+  read whole: n extracts cost n additions, not n tuples of n elements.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from dlvm.ir.derivatives import differentiated_output, wrt_indices
 from dlvm.ir.types import I64, STACK, FunctionType, TensorType, TupleType, Type, scalar
 
 from .activity import carries_derivative, uses, varied_values
-from .context import AdjointContext
+from .context import AdjointContext, tuple_element_zeros
 from .copying import copy_instruction, map_value
 from .errors import DifferentiationError
 from .rules import ADJOINTS
@@ -51,6 +54,18 @@ def _where(inst: Instruction) -> str:
     return f"{inst.location}: " if inst.location else ""
 
 
+class ElementAdjoint(Value):
+    """A contribution `dy` to element `index` of a tuple's adjoint, zero elsewhere: it
+    passes from the `extract` rule to `ReverseContext.accumulate` and never into the IR."""
+
+    __slots__ = ("dy", "index")
+
+    def __init__(self, type: Type, index: int, dy: Value) -> None:
+        super().__init__(type)
+        self.index = index
+        self.dy = dy
+
+
 @dataclass
 class ReverseContext(AdjointContext):
     """The state of one reverse block: primal values in scope and current adjoints."""
@@ -61,6 +76,9 @@ class ReverseContext(AdjointContext):
     primals: dict[Value, Value] = field(default_factory=dict)
     adjoints: dict[Value, Value] = field(default_factory=dict)
     varied: set[Value] = field(default_factory=set)
+    # adjoints of tuples element by element (see `ElementAdjoint`), added to `adjoints`
+    # when read
+    parts: dict[Value, dict[int, Value]] = field(default_factory=dict)
     # Between blocks, zeros of dynamic shape travel with size-1 dimensions: reads
     # restore the exact shape. Straight-line code has no such zeros.
     normalize: bool = False
@@ -82,16 +100,61 @@ class ReverseContext(AdjointContext):
 
     # ------------------------------------------------------------ accumulation
 
-    def add(self, a: Value, b: Value, like: Value) -> Value:
-        """a + b for adjoints of `like`'s type (tuples element by element)."""
-        t = self.module.resolve(like.type)
+    def add(self, a: Value, b: Value, type: Type) -> Value:
+        """a + b for adjoints of type `type` (tuples element by element)."""
+        t = self.module.resolve(type)
         if isinstance(t, TupleType):
             sums = []
             for i, e in enumerate(t.elements):
-                x, y = self.b.extract(a, keys=[i]), self.b.extract(b, keys=[i])
-                sums.append(self.b.add(x, y) if carries_derivative(e, self.module) else x)
+                x, y = self.element(a, i), self.element(b, i)
+                sums.append(self.add(x, y, e) if carries_derivative(e, self.module) else x)
             return LiteralValue(AggregateLiteral("tuple", tuple(sums)), t)
         return self.b.add(a, b)
+
+    def element(self, aggregate: Value, index: int) -> Value:
+        """Element `index` of a tuple: read from a tuple literal, extracted otherwise."""
+        literal = aggregate.literal if isinstance(aggregate, LiteralValue) else None
+        if isinstance(literal, AggregateLiteral) and literal.kind == "tuple":
+            return literal.elements[index]
+        return self.b.extract(aggregate, keys=[index])
+
+    def element_adjoint(self, aggregate: Value, keys: list[Value | int], dy: Value) -> Value:
+        if len(keys) == 1 and isinstance(keys[0], int) and \
+                isinstance(self.module.resolve(aggregate.type), TupleType):
+            return ElementAdjoint(aggregate.type, keys[0], dy)
+        return super().element_adjoint(aggregate, keys, dy)
+
+    def adjoint(self, v: Value) -> Value | None:
+        """The adjoint of `v` so far (None: zero), its elements gathered into one value."""
+        parts = self.parts.pop(v, None)
+        if parts is None:
+            return self.adjoints.get(v)
+        t = self.module.resolve(v.type)
+        assert isinstance(t, TupleType)
+        dense = self.adjoints.get(v)
+        elements: list[Value] = []
+        for i, e in enumerate(t.elements):
+            part = parts.get(i)
+            if dense is not None:
+                base = self.element(dense, i)
+                if part is not None and carries_derivative(e, self.module):
+                    part = self.add(base, part, e)
+                else:
+                    part = base
+            elements.append(tuple_element_zeros(self, v, i) if part is None else part)
+        self.adjoints[v] = whole = LiteralValue(AggregateLiteral("tuple", tuple(elements)), t)
+        return whole
+
+    def dynamic(self, t: Type) -> bool:
+        """Whether `t` is a tensor type with a dynamic dimension."""
+        t = self.module.resolve(t)
+        return isinstance(t, TensorType) and any(d is None for d in t.shape)
+
+    def take_adjoint(self, v: Value) -> Value | None:
+        """The adjoint of `v`, which its definition consumes."""
+        value = self.adjoint(v)
+        self.adjoints.pop(v, None)
+        return value
 
     def wants(self, v: Value) -> bool:
         return v in self.varied
@@ -106,14 +169,21 @@ class ReverseContext(AdjointContext):
         if v not in self.varied or isinstance(v, LiteralValue):
             return
         t = self.module.resolve(v.type)
+        if isinstance(contribution, ElementAdjoint):
+            assert isinstance(t, TupleType)
+            parts = self.parts.setdefault(v, {})
+            old_part = parts.get(contribution.index)
+            parts[contribution.index] = contribution.dy if old_part is None else self.add(
+                old_part, contribution.dy, t.elements[contribution.index])
+            return
         if isinstance(t, TensorType):
             c = self.module.resolve(contribution.type)
             if c != t or (peers and self.maybe_broadcast(t, peers)):
                 contribution = self.unbroadcast(contribution, v)
             if self.module.resolve(contribution.type).dtype != t.dtype:  # type: ignore[union-attr]
                 contribution = self.b.dataTypeCast(contribution, t.dtype)
-        old = self.adjoints.get(v)
-        self.adjoints[v] = contribution if old is None else self.add(old, contribution, v)
+        old = self.adjoint(v)
+        self.adjoints[v] = contribution if old is None else self.add(old, contribution, v.type)
 
     def reverse_stack_op(self, inst: Instruction) -> None:
         """Values on an active stack: each float push and pop is reversed, varied or not,
@@ -125,7 +195,7 @@ class ReverseContext(AdjointContext):
         if inst.opcode == "pop":
             if not carries_derivative(inst.type, self.module):
                 return
-            dy = self.adjoints.pop(inst, None)
+            dy = self.take_adjoint(inst)
             dy = self.zeros(inst) if dy is None else self.exact(inst, dy)
             self.b.push(dy, adjoint_stack)
             return
@@ -155,11 +225,19 @@ class ReverseContext(AdjointContext):
     def exact(self, v: Value, adjoint: Value) -> Value:
         """An adjoint read where `v`'s primal is in scope, at `v`'s exact run-time shape.
 
-        Zeros carried between blocks for dynamic shapes have size-1 dimensions.
+        Zeros carried between blocks for dynamic shapes have size-1 dimensions (in a tuple's
+        elements too).
         """
         t = self.module.resolve(v.type)
-        if self.normalize and isinstance(t, TensorType) and any(d is None for d in t.shape):
+        if not self.normalize:
+            return adjoint
+        if self.dynamic(t):
             return self.b.add(adjoint, self.zeros(v))
+        if isinstance(t, TupleType) and any(self.dynamic(e) for e in t.elements):
+            elements = [self.add(self.element(adjoint, i), tuple_element_zeros(self, v, i), e)
+                        if self.dynamic(e) and carries_derivative(e, self.module)
+                        else self.element(adjoint, i) for i, e in enumerate(t.elements)]
+            return LiteralValue(AggregateLiteral("tuple", tuple(elements)), t)
         return adjoint
 
     def reverse_instruction(self, inst: Instruction) -> None:
@@ -167,7 +245,7 @@ class ReverseContext(AdjointContext):
         if inst.opcode in ("push", "pop") and inst.stack in self.adjoint_stacks:
             self.reverse_stack_op(inst)
             return
-        dy = self.adjoints.pop(inst, None)
+        dy = self.take_adjoint(inst)
         if dy is None or inst not in self.varied:
             return
         rule = ADJOINTS.get(inst.opcode)
@@ -264,7 +342,7 @@ class ReverseBuilder:
         out: list[Value] = []
         for i in self.wrt:
             a = self.f.entry.arguments[i]
-            adj = c.adjoints.get(a)
+            adj = c.adjoint(a)
             out.append(c.zeros(a) if adj is None else c.exact(a, adj))
         for k in self.decl.keeping:
             if isinstance(self.ftype.result, TupleType):
@@ -406,6 +484,7 @@ class ReverseBuilder:
 
     def crossing_values(self, varied: set[Value]) -> list[Value]:
         """Varied values whose adjoints cross blocks, in a fixed order."""
+        read_in = self.blocks_reading()
         out: list[Value] = []
         for block in self.f.blocks:
             for a in block.arguments:
@@ -413,13 +492,19 @@ class ReverseBuilder:
                     out.append(a)
             for inst in block.instructions:
                 if inst in varied and carries_derivative(inst.type, self.module) and any(
-                    u.block is not block for u in self.users(inst)
+                    reader is not block for reader in read_in.get(inst, ())
                 ):
                     out.append(inst)
         return out
 
-    def users(self, v: Value) -> list[Instruction]:
-        return [inst for blk in self.f.blocks for inst in blk.instructions if v in uses(inst)]
+    def blocks_reading(self) -> dict[Value, set[Block]]:
+        """The blocks whose instructions read each value (one walk over the function)."""
+        out: dict[Value, set[Block]] = {}
+        for blk in self.f.blocks:
+            for inst in blk.instructions:
+                for v in uses(inst):
+                    out.setdefault(v, set()).add(blk)
+        return out
 
     def tape_for(self, block: Block, varied: set[Value], available: set[Value]) -> list[Value]:
         """The primal values `block`'s reverse reads, in push order."""
@@ -469,6 +554,11 @@ class ReverseBuilder:
                            and u.block is block and u.has_trait("pure"))
         return out
 
+    def carried(self, c: ReverseContext, v: Value) -> Value:
+        """The adjoint of `v` passed on to the next reverse block."""
+        adj = c.adjoint(v)
+        return placeholder_zero(v.type, self.module) if adj is None else adj
+
     def dynamic(self, v: Value) -> bool:
         t = self.module.resolve(v.type)
         return not isinstance(t, TensorType) or any(d is None for d in t.shape)
@@ -515,7 +605,7 @@ class ReverseBuilder:
             for arg, param in zip(target.args, target.block.arguments, strict=True):
                 if param in varied:
                     reset.append(param)
-                    adj = c.adjoints.get(param)
+                    adj = c.adjoint(param)
                     if adj is not None and arg in varied:
                         contributions.append((arg, c.exact(arg, adj) if not isinstance(
                             arg, LiteralValue) else adj))
@@ -526,15 +616,15 @@ class ReverseBuilder:
         # the instructions, last first
         for inst in reversed(block.instructions[:-1]):
             if inst in crossing:
-                adj = c.adjoints.get(inst)
+                adj = c.adjoint(inst)
                 c.reverse_instruction(inst)
                 if adj is not None:
                     c.adjoints[inst] = placeholder_zero(inst.type, self.module)
             else:
                 c.reverse_instruction(inst)
-        carried = [c.adjoints.get(v, placeholder_zero(v.type, self.module)) for v in crossing]
+        carried = [self.carried(c, v) for v in crossing]
         if block is self.f.entry:
-            b.branch((finish, [c.adjoints.get(a, placeholder_zero(a.type, self.module))
-                               for a in self.f.entry.arguments if a in crossing]))
+            b.branch((finish, [self.carried(c, a) for a in self.f.entry.arguments
+                               if a in crossing]))
         else:
             b.branch((dispatch, carried))

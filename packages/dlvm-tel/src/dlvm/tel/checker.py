@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from dlvm.ir import Diagnostic, DiagnosticError, Location
 
 from .intrinsics import INITIALIZERS, TABLE
+from .limits import constant_problem, shape_problem
 from .syntax import (
     Binary,
     Call,
@@ -97,6 +98,7 @@ class Checked:
     carried: list[str] = field(default_factory=list)  # recurrent values that cross steps
     order: list[Declaration] = field(default_factory=list)  # each after what it reads
     after_block: set[str] = field(default_factory=set)  # values that read final states
+    sequence_reads: dict[str, Location] = field(default_factory=dict)  # each's first `xs[t]`
 
     @property
     def dtype(self) -> str:
@@ -116,7 +118,7 @@ class Checker:
         self.done: set[str] = set()  # declarations whose value has been inferred
         self.block: Recurrent | None = None
         self.in_block = False
-        self.sequences: dict[str, None] = {}
+        self.sequences: dict[str, Location] = {}  # where each is first read by time
         self.previous: dict[str, None] = {}  # recurrent values read at t-1
         self.is_float = program.dtype.startswith("float")
         self.time_errors = 0  # time indexes found wrong (a block then reads no sequence)
@@ -169,7 +171,7 @@ class Checker:
         carried = [d.name for d in (self.block.declarations if self.block else [])
                    if d.name in self.previous or d.name in final]
         return Checked(p, self.shapes, self.block, list(self.sequences), carried, ordered,
-                       self.late)
+                       self.late, dict(self.sequences))
 
     def declared_form(self, d: Declaration) -> None:
         self.shapes[d.name] = d.shape
@@ -192,12 +194,17 @@ class Checker:
         if d.role == "param" and any(x is None for x in d.shape):
             self.error(f"the parameter '{d.name}' needs a static shape, found {show(d.shape)}",
                        d.shape_location)
+        problem = shape_problem(d.shape)
+        if problem is not None:
+            self.error(f"'{d.name}' cannot have the shape {show(d.shape)}: {problem}",
+                       d.shape_location)
 
     def initializer(self, d: Declaration) -> None:
         v = d.value
         assert v is not None
         if isinstance(v, Number) or (isinstance(v, Unary) and isinstance(v.x, Number)):
-            self.constant(v.x if isinstance(v, Unary) else v)  # type: ignore[arg-type]
+            negated = isinstance(v, Unary)
+            self.constant(v.x if negated else v, negated)  # type: ignore[union-attr, arg-type]
             return
         if isinstance(v, Name) and v.name == "glorot" and v.time is None:
             if len(d.shape) < 2:
@@ -219,7 +226,7 @@ class Checker:
                 if not isinstance(n, Number):
                     self.error(f"the arguments of {v.function} are constants", a.location)
                     return
-                self.constant(n)
+                self.constant(n, isinstance(a, Unary))
                 values.append(-n.value if isinstance(a, Unary) else n.value)
             if v.function == "random" and not values[0] < values[1]:
                 self.error(f"random(lo, hi) needs lo < hi, found random({values[0]}, "
@@ -233,10 +240,17 @@ class Checker:
         self.error(f"a parameter's initializer is a constant, random(lo, hi), normal(σ) or "
                    f"glorot, not an expression ('{d.name}')", v.location)
 
-    def constant(self, n: Number) -> None:
+    def constant(self, n: Number, negated: bool = False) -> None:
+        """A constant of the module's type: an integer in an integer module, and within the
+        type's range (`-` in front of it counts: -128 is an int8)."""
         if not self.is_float and not isinstance(n.value, int):
             self.error(f"constant-type mismatch: {n.text} is not an {self.program.dtype} "
                        "constant", n.location)
+            return
+        problem = constant_problem(-n.value if negated else n.value, self.program.dtype)
+        if problem is not None:
+            text = f"-{n.text}" if negated else n.text
+            self.error(f"the constant {text} is out of range: {problem}", n.location)
 
     def roles(self) -> None:
         p = self.program
@@ -303,6 +317,7 @@ class Checker:
         if not self.sequences and not self.time_errors:
             self.error(f"the recurrent block reads no sequence: index an input by time, as "
                        f"in 'xs[{block.variable}]'", block.location)
+        self.check_lengths()
         after = self.late
         for d in block.declarations:
             late = [x for x in walk(d.value) if isinstance(x, Name) and x.name in after] \
@@ -318,6 +333,22 @@ class Checker:
                 self.error(f"the zero initial state of '{d.name}' needs a static shape "
                            f"after the batch dimension, found {show(d.shape)} (or give "
                            f"'{d.name}[0] = …')", d.shape_location)
+
+    def check_lengths(self) -> None:
+        """Every sequence the block reads is at least as long as the first, which sets the
+        number of steps, when both lengths are known (unknown ones are checked as the loop
+        reads them, at the read's location)."""
+        names = list(self.sequences)
+        if not names:
+            return
+        first = names[0]
+        steps = self.shapes[first][1]
+        for name in names[1:]:
+            length = self.shapes[name][1]
+            if steps is not None and length is not None and length < steps:
+                self.error(f"'{name}' has {length} steps, but the block runs {steps} (the "
+                           f"length of '{first}', the first sequence it reads): every sequence "
+                           "it reads must be at least that long", self.sequences[name])
 
     def read_after_block(self) -> set[str]:
         """The names read without a time index outside the block (of a recurrent value:
@@ -367,6 +398,9 @@ class Checker:
         if isinstance(e, Name):
             return self.name(e)
         if isinstance(e, Unary):
+            if isinstance(e.x, Number):  # a negative constant, generated as one
+                self.constant(e.x, negated=True)
+                return ()
             return self.infer(e.x)
         if isinstance(e, Binary):
             a, b = self.infer(e.lhs), self.infer(e.rhs)
@@ -375,20 +409,20 @@ class Checker:
                 if out is None:
                     raise ShapeError(f"the tensor product of {show(a)} and {show(b)} is not "
                                      "defined (inner dimensions must agree)", e.location)
-                return out
+                return sized(out, e)
             out = broadcast(a, b)
             if out is None:
                 raise ShapeError(f"'{e.op}' of shapes {show(a)} and {show(b)}: they do not "
                                  "broadcast", e.location)
-            return out
+            return sized(out, e)
         if isinstance(e, Transpose):
             return tuple(reversed(self.infer(e.x)))
         if isinstance(e, Reshape):
             return self.reshape(e)
         if isinstance(e, Concat):
-            return self.concat(e)
+            return sized(self.concat(e), e)
         if isinstance(e, Call):
-            return self.call(e)
+            return sized(self.call(e), e)
         raise AssertionError(e)
 
     def name(self, e: Name) -> Shape:
@@ -433,7 +467,7 @@ class Checker:
             if len(shape) < 2:
                 raise ShapeError(f"'{e.name}' is read by time, so it must be a sequence "
                                  f"[batch x time x …], found {show(shape)}", e.location)
-            self.sequences[d.name] = None
+            self.sequences.setdefault(d.name, e.location)
             self.time_errors -= 1
             return (shape[0], *shape[2:])
         raise ShapeError(f"'{e.name}' is neither a recurrent value nor a sequence input: "
@@ -444,6 +478,9 @@ class Checker:
         if sum(d is None for d in e.shape) > 1:
             raise ShapeError(f"'as {show(e.shape)}': at most one dimension can be dynamic",
                              e.location)
+        problem = shape_problem(e.shape)
+        if problem is not None:
+            raise ShapeError(f"'as {show(e.shape)}': {problem}", e.location)
         if all(d is not None for d in (*x, *e.shape)):
             a = b = 1
             for d in x:
@@ -516,6 +553,14 @@ class Checker:
             raise ShapeError(f"'cross_entropy' takes class scores [classes] or [batch x "
                              f"classes], found {show(shapes[0])}", e.location)
         return ()
+
+
+def sized(shape: Shape, e: Expr) -> Shape:
+    """`shape`, the result of `e`, once it is known to fit the IR's largest size."""
+    problem = shape_problem(shape)
+    if problem is not None:
+        raise ShapeError(f"the result has shape {show(shape)}: {problem}", e.location)
+    return shape
 
 
 def edit_distance(a: str, b: str) -> int:

@@ -6,6 +6,10 @@ params)`, and with a loss `@loss(inputs…, params)` with `[gradient @loss wrt p
 `@train_step` take the parameters one by one (what `dlvm run` trains). A recurrent block is
 a loop whose block arguments carry the step and the states: `'loop(%t, %h…)` tests
 `t < steps`, `'step()` computes one step, `'done()` reads the final states.
+
+Every instruction carries the location of the TEL expression or declaration it computes, so
+that an IR verifier error or a run-time error (a sequence shorter than the first, a reshape
+that does not divide) names the TEL file, line and column.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 import dlvm.ir as ir
-from dlvm.ir import Builder, DerivativeDecl, Function, Value, constant
+from dlvm.ir import Builder, DerivativeDecl, Function, Location, Value, constant
 from dlvm.ir.core import UniqueNames
 from dlvm.ir.types import (
     I64,
@@ -54,6 +58,17 @@ def data_type(name: str) -> DataType:
     return DataType(kind, int(name.removeprefix(kind)))
 
 
+class LocatedBuilder(Builder):
+    """A builder that gives each instruction it inserts the TEL location it is at."""
+
+    location: Location | None = None
+
+    def insert(self, inst: ir.Instruction) -> ir.Instruction:
+        if inst.location is None:
+            inst.location = self.location
+        return super().insert(inst)
+
+
 @dataclass
 class Scope:
     """TEL names to IR values in one function; inside the loop, `step` holds the values of
@@ -72,7 +87,7 @@ class FunctionWriter:
 
     def __init__(self, gen: Codegen, fn: Function, params: Value | None) -> None:
         self.gen, self.c = gen, gen.checked
-        self.b = Builder(gen.module)
+        self.b = LocatedBuilder(gen.module)
         self.b.position_at_end(fn.blocks[0])
         self.fn = fn
         self.scope = Scope()
@@ -88,6 +103,7 @@ class FunctionWriter:
         needed = self.gen.closure(roots)
         for i, d in enumerate(self.c.role("param")):
             if d.name in needed and self.params is not None:
+                self.b.location = d.location
                 self.scope.values[d.name] = self.b.extract(self.params, [i],
                                                            name=self.fresh(d.name))
         block = self.c.recurrent
@@ -103,6 +119,7 @@ class FunctionWriter:
         block = c.recurrent
         assert block is not None
         var = block.variable
+        b.location = block.location
         for name in c.sequences:
             x = self.get(name)
             rank = self.type_of(x).rank
@@ -133,11 +150,14 @@ class FunctionWriter:
         self.scope.inside = True
         sequences = {}
         for name, by_time in self.scope.elements.items():
+            b.location = c.sequence_reads.get(name, block.location)  # a short one fails here
             sequences[name] = b.extract(by_time, [t], name=self.fresh(f"{name}_{var}"))
+        b.location = block.location
         self.scope.elements = sequences
         for d in c.order:
             if d.recurrent and (d.name in needed or d.name in c.carried):
                 self.current(d)
+        b.location = block.location
         following = b.add(t, constant(1, I64_SCALAR), name=self.fresh(f"{var}_next"))
         b.branch((head, [following, *[self.scope.step[d.name] for d in carried]]))
         self.scope.inside = False
@@ -178,13 +198,13 @@ class FunctionWriter:
             return self.scope.values[name]
         d = self.c.program.declaration(name)
         assert d is not None and d.value is not None, name
-        saved = (self.b.block, self.b.index, self.scope.inside)
+        saved = (self.b.block, self.b.index, self.scope.inside, self.b.location)
         if self.entry_end is not None and name not in self.gen.after_block:
             # computed once, before the loop, however deep inside it it is first read
             self.b.position_before(self.entry_end)
             self.scope.inside = False
         v = self.named(self.expr(d.value), d.name)
-        self.b.block, self.b.index, self.scope.inside = saved
+        self.b.block, self.b.index, self.scope.inside, self.b.location = saved
         self.scope.values[name] = v
         return v
 
@@ -219,26 +239,35 @@ class FunctionWriter:
         return t
 
     def expr(self, e: Expr) -> Value:
+        """The value of `e`; its instructions carry its location (one frame per level of
+        the tree: expressions may be thousands deep)."""
         b = self.b
-        if isinstance(e, Number):
-            return self.gen.number(e.value)
-        if isinstance(e, Name):
-            return self.name(e)
-        if isinstance(e, Unary):
-            return b.negate(self.expr(e.x))
-        if isinstance(e, Binary):
-            x, y = self.expr(e.lhs), self.expr(e.rhs)
-            return self.product(x, y) if e.op == "." else self.elementwise(ELEMENTWISE[e.op],
-                                                                           x, y)
-        if isinstance(e, Transpose):
-            return b.transpose(self.materialized(self.expr(e.x)))
-        if isinstance(e, Reshape):
-            return b.shapeCast(self.materialized(self.expr(e.x)), e.shape)
-        if isinstance(e, Concat):
-            return b.concatenate([self.materialized(self.expr(x)) for x in e.items], e.axis)
-        if isinstance(e, Call):
-            return self.call(e)
-        raise AssertionError(e)
+        outer, b.location = b.location, e.location
+        try:
+            if isinstance(e, Number):
+                return self.gen.number(e.value)
+            if isinstance(e, Name):
+                return self.name(e)
+            if isinstance(e, Unary):
+                if isinstance(e.x, Number):  # -128 is an int8 constant; 128 negated is not
+                    return self.gen.number(-e.x.value)
+                return b.negate(self.expr(e.x))
+            if isinstance(e, Binary):
+                x, y = self.expr(e.lhs), self.expr(e.rhs)
+                return self.product(x, y) if e.op == "." else \
+                    self.elementwise(ELEMENTWISE[e.op], x, y)
+            if isinstance(e, Transpose):
+                return b.transpose(self.materialized(self.expr(e.x)))
+            if isinstance(e, Reshape):
+                return b.shapeCast(self.materialized(self.expr(e.x)), e.shape)
+            if isinstance(e, Concat):
+                return b.concatenate([self.materialized(self.expr(x)) for x in e.items],
+                                     e.axis)
+            if isinstance(e, Call):
+                return self.call(e)
+            raise AssertionError(e)
+        finally:
+            b.location = outer
 
     def materialized(self, v: Value) -> Value:
         """A constant as an instruction, for the operations that take no literal."""
@@ -445,16 +474,19 @@ class Codegen:
         values = writer.body(roots)
         if result_name is not None:
             values = [writer.named(values[0], result_name)]
+        writer.b.location = self.checked.program.location
         writer.b.ret(values[0] if len(values) == 1 else writer.b.tuple(values))
         return fn
 
     def init_function(self, params_type: Type) -> None:
         """`@init_params() -> $params`: every parameter as its declaration says."""
-        b = Builder(self.module)
+        b = LocatedBuilder(self.module)
         b.function("init_params", [], params_type)
         values: list[Value] = []
         for d in self.params:
+            b.location = d.location
             values.append(self.initial_value(b, d))
+        b.location = self.checked.program.location
         b.ret(b.literal(ir.AggregateLiteral("tuple", tuple(values)), params_type))
 
     def initial_value(self, b: Builder, d: Declaration) -> Value:

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 import dlvm.ir as ir
+from dlvm.ir import files
 
 app = typer.Typer(help="TEL, the Tensor Expression Language.", no_args_is_help=True)
 
@@ -28,18 +29,12 @@ def generate_command(
     from .api import render_file
 
     path = Path(file)
+    if output != "-":  # before the model is compiled
+        files.check_output(output, inputs=[path])
+        if Path(output).suffix != ".py":
+            raise ir.DlvmError(f"{output}: the interface is a Python module: name it NAME.py")
     code = render_file(path)
     if output == "-":
         typer.echo(code, nl=False)
         return
-    target = Path(output)
-    if target.resolve() == path.resolve():
-        raise ir.DlvmError(f"{output}: the output would replace the model it is made from")
-    if target.suffix != ".py":
-        raise ir.DlvmError(f"{output}: the interface is a Python module: name it NAME.py")
-    try:
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(code, encoding="utf-8")
-        tmp.replace(target)
-    except OSError as e:
-        raise ir.DlvmError(f"{output}: cannot write it: {e.strerror or e}") from None
+    files.write_atomic(output, code)

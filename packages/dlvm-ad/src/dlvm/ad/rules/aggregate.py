@@ -51,9 +51,8 @@ def _literal_zero(c: TangentContext, e: LiteralValue) -> Value:
 @adjoint("extract")
 def _extract(c: AdjointContext, inst: Instruction, dy: Value) -> list[tuple[Value, Value]]:
     # y = x[k]: dx = zeros(x) with dx[k] = dy
-    zeros = c.zeros(inst.value)
     keys = [c.primal(k) if isinstance(k, Value) else k for k in inst.keys]
-    return [(inst.value, c.b.create("insert", dy, zeros, keys))]
+    return [(inst.value, c.element_adjoint(inst.value, keys, dy))]
 
 
 @tangent("extract")
