@@ -10,12 +10,19 @@
 
 A staged function applied to arrays is staged into DLVM IR, compiled with `ir.compile`
 (differentiation, optimization, the fastest installed target) once per argument shapes,
-and run; `f.ir(...)` prints the IR it writes.
+and run; `f.ir(...)` prints the IR it writes. Arrays and numbers a function reads from
+outside its arguments are constants of its build, captured by value; when one changes, the
+next call stages it again. Arithmetic promotes element types as numpy's does (NEP 50).
+
+Every public function and class checks its arguments: a wrong one is an `NNKitTypeError`
+or `NNKitValueError` (a `StagingError`, and a `TypeError` or `ValueError`) of one line
+that names the caller's file and line.
 """
 
 from __future__ import annotations
 
 from .control import cond, fori_loop, while_loop
+from .errors import NNKitAttributeError, NNKitTypeError, NNKitValueError, StagingError
 from .layers import SGD, Adam, Dense, RNNCell, Sequential, TrainingProgram, training
 from .ops import (
     add,
@@ -66,7 +73,7 @@ from .ops import (
 from .staging import (
     Rep,
     StagedFunction,
-    StagingError,
+    StagedTensor,
     function,
     gradient,
     lambda_,
@@ -111,10 +118,14 @@ __all__ = [
     "Float4D",
     "Int1D",
     "Int2D",
+    "NNKitAttributeError",
+    "NNKitTypeError",
+    "NNKitValueError",
     "RNNCell",
     "Rep",
     "Sequential",
     "StagedFunction",
+    "StagedTensor",
     "StagingError",
     "Tensor",
     "TensorSpec",

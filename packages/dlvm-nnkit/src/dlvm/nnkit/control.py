@@ -15,8 +15,13 @@ from dlvm.ir import Block, Value
 from dlvm.ir.core import Argument, BranchTarget
 from dlvm.opt.transforms.cfg_canonicalize import unique_block_name
 
-from .staging import Rep, Stage, as_rep, current_stage, staging_error
+from .checks import check_callable
+from .errors import type_error
+from .staging import Stage, as_rep, current_stage
+from .tensor import StagedTensor
 from .types import TensorSpec, bool_, i64
+
+Rep = StagedTensor
 
 
 def _stage(values: Sequence[Any]) -> Stage:
@@ -25,9 +30,9 @@ def _stage(values: Sequence[Any]) -> Stage:
             return v.stage
     stage = current_stage()
     if stage is None:
-        raise staging_error("staged control flow writes staged code: use it inside a function "
-                            "staged by nn.lambda_ or @nn.function, and call that function "
-                            "on arrays")
+        raise type_error("staged control flow writes staged code: use it inside a function "
+                         "staged by nn.lambda_ or @nn.function, and call that function "
+                         "on arrays")
     return stage
 
 
@@ -45,7 +50,7 @@ def _pack(values: list[Rep], was_tuple: bool) -> Any:
 
 def _joined(a: TensorSpec, b: TensorSpec, what: str) -> TensorSpec:
     if a.dtype != b.dtype or a.rank != b.rank:
-        raise staging_error(f"{what}: {a} on one path and {b} on the other")
+        raise type_error(f"{what}: {a} on one path and {b} on the other")
     return TensorSpec(a.dtype, tuple(x if x == y else None for x, y in zip(a.shape, b.shape,
                                                                          strict=True)))
 
@@ -70,10 +75,12 @@ def cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any],
          *operands: Any) -> Any:
     """`true_fn(*operands)` if `pred` (a bool scalar) holds, else `false_fn(*operands)`:
     a conditional branch and a join block whose arguments are the result."""
+    check_callable(true_fn, "the true branch of nnkit.cond", "a function of the operands")
+    check_callable(false_fn, "the false branch of nnkit.cond", "a function of the operands")
     stage = _stage([pred, *operands])
     p = as_rep(pred, stage, "the condition of 'cond'")
     if p.spec != TensorSpec(bool_, ()):
-        raise staging_error(f"the condition of 'cond' must be a bool scalar, found {p.spec}")
+        raise type_error(f"the condition of 'cond' must be a bool scalar, found {p.spec}")
     b = stage.builder
     then_block, else_block = _block(stage, "then", []), _block(stage, "else", [])
     b.conditional(p.value, BranchTarget(then_block, []), BranchTarget(else_block, []))
@@ -85,7 +92,7 @@ def cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any],
         outcomes.append((b.block, reps, was_tuple))
     (end_a, a, tuple_a), (end_b, c, _) = outcomes
     if len(a) != len(c):
-        raise staging_error(f"the branches of 'cond' return {len(a)} and {len(c)} values")
+        raise type_error(f"the branches of 'cond' return {len(a)} and {len(c)} values")
     specs = [_joined(x.spec, y.spec, f"result {k} of 'cond'")
              for k, (x, y) in enumerate(zip(a, c, strict=True))]
     join = _block(stage, "join", specs)
@@ -99,6 +106,8 @@ def cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any],
 def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], init: Any) -> Any:
     """`state = init; while cond_fn(state): state = body_fn(state)`, as a loop in the IR:
     a header block with the state as arguments, a body, and an exit."""
+    check_callable(cond_fn, "the condition of nnkit.while_loop", "a function of the state")
+    check_callable(body_fn, "the body of nnkit.while_loop", "a function of the state")
     init_values, was_tuple = _flatten(init)
     stage = _stage(init_values)
     b = stage.builder
@@ -117,15 +126,15 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
         state = _pack(_args(head, specs, stage), was_tuple)
         test = as_rep(cond_fn(state), stage, "the condition of 'while_loop'")
         if test.spec != TensorSpec(bool_, ()):
-            raise staging_error("the condition of 'while_loop' must be a bool scalar, found "
-                                f"{test.spec}")
+            raise type_error("the condition of 'while_loop' must be a bool scalar, found "
+                             f"{test.spec}")
         b.conditional(test.value, BranchTarget(body, []), BranchTarget(done, []))
         b.position_at_end(body)
         out_values, _ = _flatten(body_fn(state))
         out = [as_rep(v, stage, "the state 'while_loop' carries") for v in out_values]
         if len(out) != len(specs):
-            raise staging_error(f"the body of 'while_loop' returns {len(out)} values, the "
-                                f"state has {len(specs)}")
+            raise type_error(f"the body of 'while_loop' returns {len(out)} values, the "
+                             f"state has {len(specs)}")
         joined = [_joined(s, r.spec, f"state {k} of 'while_loop'")
                   for k, (s, r) in enumerate(zip(specs, out, strict=True))]
         if joined == specs:
@@ -140,12 +149,14 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
             fn.remove_block(block)
         b.position_at_end(entry_end)
         specs = joined
-    raise staging_error("the state of 'while_loop' does not settle on one type")
+    raise type_error("the state of 'while_loop' does not settle on one type")
 
 
 def fori_loop(lower: Any, upper: Any, body_fn: Callable[[Any, Any], Any], init: Any) -> Any:
     """`state = init; for i in range(lower, upper): state = body_fn(i, state)` as a loop in
     the IR (`i` is an i64 scalar)."""
+    check_callable(body_fn, "the body of nnkit.fori_loop", "a function of the index and "
+                   "the state")
     init_values, was_tuple = _flatten(init)
     stage = _stage([lower, upper, *init_values])
     lo = _index(lower, stage, "the lower bound of 'fori_loop'")
@@ -168,7 +179,7 @@ def fori_loop(lower: Any, upper: Any, body_fn: Callable[[Any, Any], Any], init: 
 def _index(x: Any, stage: Stage, what: str) -> Rep:
     rep = as_rep(x, stage, what)
     if rep.spec != TensorSpec(i64, ()):
-        raise staging_error(f"{what} must be an i64 scalar (a Python int), found {rep.spec}")
+        raise type_error(f"{what} must be an i64 scalar (a Python int), found {rep.spec}")
     return rep
 
 

@@ -15,11 +15,23 @@ import numpy as np
 from dlvm.ir import BOOL, F16, F32, F64, I8, I16, I32, I64, DataType, TensorType
 from dlvm.ir.runtime import numpy_dtype
 
+from .errors import type_error
+
 f16, f32, f64 = F16, F32, F64
 i8, i16, i32, i64 = I8, I16, I32, I64
 bool_ = BOOL
 
 _FROM_NUMPY = {np.dtype(numpy_dtype(t)): t for t in (F16, F32, F64, I8, I16, I32, I64, BOOL)}
+SUPPORTED = "bool, int8…int64 or float16…float64"
+
+
+def from_numpy(dtype: Any) -> DataType:
+    """The element type of a numpy dtype; a `TypeError` for one NNKit has not."""
+    found = _FROM_NUMPY.get(np.dtype(dtype))
+    if found is None:
+        raise type_error(f"arrays of {np.dtype(dtype)} cannot be passed to a staged "
+                         f"function (it takes {SUPPORTED})")
+    return found
 
 
 @dataclass(frozen=True)
@@ -28,6 +40,19 @@ class TensorSpec:
 
     dtype: DataType
     shape: tuple[int | None, ...]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dtype, DataType) and type(self.shape) is tuple and all(
+                d is None or (type(d) is int and d >= 0) for d in self.shape):
+            return  # the common case, quickly
+        from .checks import check_dtype, wrong
+
+        check_dtype(self.dtype, "the element type of a tensor type")
+        if not isinstance(self.shape, tuple | list):
+            raise wrong("the shape of a tensor type", "a tuple of sizes (None: unknown)",
+                        self.shape)
+        object.__setattr__(self, "shape", tuple(_size(d, k) for k, d in enumerate(
+            self.shape)))
 
     @property
     def rank(self) -> int:
@@ -62,25 +87,45 @@ class TensorSpec:
             return TensorSpec(I64, ())
         if isinstance(x, float):
             return TensorSpec(F64, ())
-        dtype = np.dtype(getattr(x, "dtype", np.asarray(x).dtype))
-        found = _FROM_NUMPY.get(dtype)
-        if found is None:
-            raise TypeError(f"arrays of {dtype} cannot be passed to a staged function")
-        return TensorSpec(found, tuple(int(d) for d in np.shape(x)))
+        try:
+            held = getattr(x, "dtype", None)
+            dtype = np.dtype(held if held is not None else np.asarray(x).dtype)
+            shape = np.shape(x)
+        except (TypeError, ValueError) as e:  # a ragged list, an unknown dtype, …
+            raise type_error(f"{type(x).__name__} is not an array NNKit can read ({e})"
+                             ) from None
+        return TensorSpec(from_numpy(dtype), tuple(int(d) for d in shape))
 
     def __str__(self) -> str:
         return str(self.ir())
 
 
+def _size(d: Any, k: int) -> int | None:
+    """A dimension of a tensor type: a size ≥ 0, or None (unknown)."""
+    from .checks import check_int
+
+    return None if d is None else check_int(d, f"size {k} of a tensor type", minimum=0)
+
+
 class Tensor:
     """`Tensor[f32, 2]` (rank 2, sizes unknown) or `Tensor[f32, (None, 784)]`."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Tensor:
+        raise type_error("nnkit.Tensor makes a type by subscription, as Tensor[f32, 2] or "
+                         "Tensor[f32, (None, 784)]; it is not called")
+
     def __class_getitem__(cls, item: tuple[DataType, int | tuple[int | None, ...]]
                           ) -> TensorSpec:
+        from .checks import check_int, wrong
+
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise wrong("nnkit.Tensor[…]", "an element type and a rank or shape, as "
+                        "Tensor[f32, 2] or Tensor[f32, (None, 784)]", item)
         dtype, shape = item
-        if isinstance(shape, int):
-            return TensorSpec(dtype, (None,) * shape)
-        return TensorSpec(dtype, tuple(shape))
+        if isinstance(shape, tuple | list):
+            return TensorSpec(dtype, tuple(shape))
+        return TensorSpec(dtype, (None,) * check_int(shape, "the rank of nnkit.Tensor[…]",
+                                                     minimum=0))
 
 
 Float = Tensor[f32, 0]
