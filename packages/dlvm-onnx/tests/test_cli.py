@@ -121,4 +121,5 @@ def test_a_loss_of_ones_own_is_linked_into_the_imported_module(tmp_path: Path) -
                       f'data.path="{digits}"', "--set", 'module.link=["missing.dl"]',
                       "--dry-run")
     assert result.returncode == 1
-    assert "module.link[0]: no such file" in result.stderr
+    assert "module.link[0]: cannot read module" in result.stderr
+    assert "missing.dl': it does not exist" in result.stderr

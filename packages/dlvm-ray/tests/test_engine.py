@@ -187,16 +187,71 @@ def test_bad_configuration_is_refused_before_any_work(
     assert message in err and len(errors) == 1
 
 
-def fresh_process(*args: str) -> tuple[int, str]:
+def fresh_process(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """`dlvm` in a process of its own, where no Ray instance is running yet (this one's
-    tests share one, which the engine would use as it is)."""
+    tests share one, which the engine would use as it is); `env` adds variables."""
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    environment = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     done = subprocess.run([sys.executable, "-m", "dlvm.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=300)
+                          text=True, env={**environment, **(env or {})}, timeout=300)
     return done.returncode, done.stderr
+
+
+def test_local_starts_an_instance_of_its_own_beside_a_running_one(
+        ray_instance: None, tmp_path: Path) -> None:
+    """Another Ray instance runs on the machine and RAY_ADDRESS names it, as `ray start`
+    and cluster shells leave it: `address = "local"` starts a new instance for the run
+    instead of joining that one (which refused the run's CPU count), and leaves it be."""
+    import ray
+
+    running = ray.get_runtime_context().gcs_address
+    cpus = ray.cluster_resources()["CPU"]
+    pipeline = project(tmp_path, "ray", "ray", 1, epochs=1)
+    code, err = fresh_process("run", str(pipeline), "--quiet", env={"RAY_ADDRESS": running})
+    assert code == 0, err
+    assert params(pipeline)["epoch"] == 1
+    assert ray.cluster_resources()["CPU"] == cpus  # the running instance, as it was
+    assert ray.get(ray.put(7)) == 7
+
+
+class FakeRay:
+    """`ray.init` and its neighbours recorded, so that what the engine asks of Ray is seen
+    without starting an instance."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import ray
+
+        self.calls: list[dict[str, object]] = []
+        monkeypatch.setattr(ray, "is_initialized", lambda: False)
+        monkeypatch.setattr(ray, "init", lambda **kw: self.calls.append(kw))
+        monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 64.0})
+        monkeypatch.setattr(ray, "shutdown", lambda: None)
+
+
+def test_the_local_instance_is_new_and_keeps_its_files_in_a_folder_removed_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dlvm.cli.run.spec import DistributedSpec
+    from dlvm.ray.engine import connected
+
+    fake = FakeRay(monkeypatch)
+    with connected(DistributedSpec(engine="ray", workers=2)):
+        (call,) = fake.calls
+        folder = str(call["_temp_dir"])
+        assert call["address"] == "local" and os.path.isdir(folder)
+    assert not os.path.exists(folder)
+
+
+def test_a_cluster_address_is_joined_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dlvm.cli.run.spec import DistributedSpec
+    from dlvm.ray.engine import connected
+
+    fake = FakeRay(monkeypatch)
+    for address in ("auto", "ray://head:10001"):
+        with connected(DistributedSpec(engine="ray", workers=2, address=address)):
+            pass
+        assert fake.calls[-1]["address"] == address and "_temp_dir" not in fake.calls[-1]
 
 
 def test_an_unreachable_cluster_is_refused_during_validation(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ package with it, is loaded when one of these commands runs (`importer.py`, `writ
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -25,14 +24,17 @@ def import_command(
         "--output", "-o", metavar="OUT", help="Write the IR here ('-': stdout).")] = "-",
 ) -> None:
     """Print a model as DLVM IR (the parameters' tuple, @forward, @init_params, @main…)."""
-    from .importer import load
-    from .writeback import write
+    from dlvm.ir.files import check_output, write_atomic
 
+    from .importer import load
+
+    if output != "-":  # before any work
+        check_output(output, inputs=[file])
     text = str(load(file, freeze=freeze))
     if output == "-":
         typer.echo(text, nl=False)
         return
-    write(Path(output), text.encode(), file)
+    write_atomic(output, text)
 
 
 @app.command("update")
@@ -45,6 +47,9 @@ def update_command(
                                         help="The .onnx file to write.")],
 ) -> None:
     """Write trained parameters into a copy of the model, in place of its initializers."""
+    from dlvm.ir.files import check_output
+
     from .writeback import update_model
 
+    check_output(output, inputs=[file, params])  # before any work
     update_model(file, params, output)

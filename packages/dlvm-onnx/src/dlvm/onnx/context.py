@@ -14,6 +14,9 @@ import onnx
 from dlvm.ir import Builder, DenseLiteral, Value, constant
 from dlvm.ir.types import BOOL, F16, F32, F64, I8, I16, I32, I64, DataType, TensorType, scalar
 
+from . import indices
+from .errors import Unsupported
+
 # ONNX element types DLVM has
 DTYPES: dict[int, DataType] = {
     onnx.TensorProto.FLOAT: F32, onnx.TensorProto.DOUBLE: F64, onnx.TensorProto.FLOAT16: F16,
@@ -22,11 +25,6 @@ DTYPES: dict[int, DataType] = {
 }
 NUMPY = {F32: np.float32, F64: np.float64, F16: np.float16, I8: np.int8, I16: np.int16,
          I32: np.int32, I64: np.int64, BOOL: np.bool_}
-
-
-class Unsupported(Exception):
-    """This node, or one of its attributes, has no conversion (collected, then reported
-    for every node at once)."""
 
 
 @dataclass
@@ -122,9 +120,8 @@ class NodeContext:
         return self.type_of(v).rank
 
     def axis(self, a: int, rank: int) -> int:
-        if not -rank <= a < max(rank, 1):
-            raise Unsupported(f"axis {a} for rank {rank}")
-        return a % max(rank, 1)
+        """`a` (−1 is the last axis) from the start; out of range is refused (`Invalid`)."""
+        return indices.axis(a, rank)
 
     def number(self, x: float, like: Value) -> Value:
         dt = self.type_of(like).dtype

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -25,16 +26,25 @@ import numpy as np
 
 import dlvm.ir as ir
 import onnx
+import onnx.external_data_helper
 import onnx.numpy_helper
 from dlvm.ir import Builder, DerivativeDecl, Diagnostic, Value
 from dlvm.ir.core import UniqueNames
+from dlvm.ir.files import MAX_TEXT_BYTES, read_input
 from dlvm.ir.types import AliasDecl, FunctionType, NominalType, TensorType, TupleType, Type
 from onnx.reference import ReferenceEvaluator
 
-from .context import DTYPES, NodeContext, ShapeVector, Unsupported, array_literal, dtype_of
+from . import indices
+from .context import DTYPES, NodeContext, ShapeVector, array_literal, dtype_of
+from .errors import Invalid, TooLarge, Unsupported
 from .ops import CONVERTERS
+from .shapes import check_graph, input_dims, tensor_array
 
 MIN_OPSET = 13
+# protobuf's limit: a larger model keeps its weights in external data files
+MAX_MODEL_BYTES = 2 * 1024**3
+# the most elements a node evaluated at import may make (64 Mi: 256 MiB of float32)
+MAX_FOLDED_ELEMENTS = 2**26
 FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
 # inputs that are statistics or settings, not weights to train
 FIXED_INPUTS = {"BatchNormalization": (3, 4)}
@@ -61,13 +71,7 @@ class Importer:
     def __init__(self, model: onnx.ModelProto, *, freeze: bool = False,
                  name: str | None = None, source: str = "<onnx>") -> None:
         self.source = source
-        with contextlib.suppress(Exception):  # inference helps the check and the shapes
-            model = onnx.shape_inference.infer_shapes(model)
-        try:
-            onnx.checker.check_model(model)
-        except (onnx.checker.ValidationError, Exception) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ir.FrontendError(f"{source}: error: not a valid ONNX model: {first}") from None
+        model = self.checked(model)
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           0)
         if self.opset < MIN_OPSET:
@@ -79,9 +83,34 @@ class Importer:
         self.freeze = freeze
         self.name = sanitize(name or self.graph.name or "model")
         self.module = ir.Module(self.name, "raw")
-        self.initializers = {t.name: onnx.numpy_helper.to_array(t)
-                             for t in self.graph.initializer}
+        try:
+            self.initializers = {t.name: tensor_array(t, f"initializer '{t.name}'")
+                                 for t in self.graph.initializer}
+        except Invalid as e:
+            raise ir.FrontendError(f"{source}: error: {e}") from None
         self.errors: list[Diagnostic] = []
+
+    def checked(self, model: onnx.ModelProto) -> onnx.ModelProto:
+        """The model with the shapes ONNX infers, once ONNX's checker accepts it and its
+        declared shapes are sizes. Where the checker refuses a model because a node's
+        inference failed, the node's error is the one reported: it says what is wrong."""
+        check_graph(model.graph, self.source)  # as declared: inference derives the rest
+        inference_error = None
+        try:
+            model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        except Exception as e:
+            inference_error = first_line(e)
+            with contextlib.suppress(Exception):  # what can be inferred helps the shapes
+                model = onnx.shape_inference.infer_shapes(model)
+        try:
+            onnx.checker.check_model(model)
+        except Exception as e:
+            why = first_line(e)
+            if inference_error and "required but missing" in why:  # a type not inferred
+                why = inference_error
+            raise ir.FrontendError(f"{self.source}: error: not a valid ONNX model: {why}"
+                                   ) from None
+        return model
 
     # ------------------------------------------------------------ the module
 
@@ -148,8 +177,7 @@ class Importer:
         if dt is None or not info.type.HasField("tensor_type"):
             raise ir.FrontendError(f"{self.source}: error: input '{info.name}' has a type DLVM "
                                    "does not import (tensors of float, int or bool elements)")
-        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
-        return TensorType(dims, dt)
+        return TensorType(input_dims(info, self.source), dt)
 
     def output_value(self, name: str, env: dict[str, Any], b: Builder) -> Value:
         v = env.get(name)
@@ -180,10 +208,18 @@ class Importer:
         try:
             if node.domain not in ("", "ai.onnx"):
                 raise Unsupported(f"operators of the domain '{node.domain}'")
+            indices.check(node, [self.shape(x) for x in inputs],
+                          [x if isinstance(x, np.ndarray) else None for x in inputs], self.opset)
             results = self.evaluate(node, inputs, b)
+        except Invalid as e:
+            self.errors.append(Diagnostic(f"{self.source}: {label}: {e}"))
+            for o in node.output:
+                env[o] = POISON
+            return
         except (Unsupported, ir.TypeRuleError) as e:
             known = node.op_type in CONVERTERS or node.op_type in ("Constant", "Shape")
-            why = str(e) if known else "no conversion for this operator"
+            why = str(e) if known or isinstance(e, TooLarge) else \
+                "no conversion for this operator"
             self.errors.append(Diagnostic(f"{self.source}: {label}: {why}"))
             for o in node.output:
                 env[o] = POISON
@@ -194,6 +230,17 @@ class Importer:
             if isinstance(v, ir.Instruction) and v.name is None and v.block is not None:
                 v.name = names(sanitize(o))
             env[o] = v
+
+    def shape(self, x: Any) -> tuple[int | None, ...] | None:
+        """The shape of a node's input where it is known (None: absent)."""
+        if isinstance(x, np.ndarray):
+            return x.shape
+        if isinstance(x, ShapeVector):
+            return x.dims.shape
+        if isinstance(x, Value):
+            t = self.module.resolve(x.type)
+            return t.shape if isinstance(t, TensorType) else None
+        return None
 
     def evaluate(self, node: onnx.NodeProto, inputs: list[Any], b: Builder) -> list[Any]:
         op = node.op_type
@@ -227,7 +274,12 @@ class Importer:
         return ShapeVector(np.array(dims, dtype=object))
 
     def fold(self, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
-        """A node of constant inputs, computed now by ONNX's reference implementation."""
+        """A node of constant inputs, computed now by ONNX's reference implementation (unless
+        it would make a tensor of more than `MAX_FOLDED_ELEMENTS`)."""
+        made = indices.folded_elements(node, inputs)
+        if made is not None and made > MAX_FOLDED_ELEMENTS:
+            raise TooLarge(f"evaluating it at import would make a constant of {made} "
+                           f"elements (at most {MAX_FOLDED_ELEMENTS})")
         names = [f"in{i}" if x is not None else "" for i, x in enumerate(inputs)]
         outs = [f"out{i}" for i in range(len(node.output))]
         copy = onnx.helper.make_node(node.op_type, names, outs, domain=node.domain)
@@ -243,7 +295,8 @@ class Importer:
             results = ReferenceEvaluator(model).run(
                 None, {n: x for n, x in zip(names, inputs, strict=True) if n})
         except Exception as e:
-            raise Unsupported(f"evaluating it on constants failed: {e}") from None
+            raise Unsupported(f"evaluating it on constants failed: {first_line(e)}"
+                              ) from None
         return [np.asarray(r) for r in results]
 
     # ------------------------------------------------------------ wrappers
@@ -320,13 +373,17 @@ class Importer:
         b.ret(b.tuple([*updated, loss]))
 
 
+def first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
 def constant_value(node: onnx.NodeProto) -> np.ndarray:
     attr = node.attribute[0] if node.attribute else None
     if attr is None:
         raise Unsupported("a Constant without a value")
     value = onnx.helper.get_attribute_value(attr)
     if attr.name == "value":
-        return onnx.numpy_helper.to_array(value)
+        return tensor_array(value, "its value")
     if attr.name in ("value_float", "value_int"):
         return np.array(value, np.float32 if attr.name == "value_float" else np.int64)
     if attr.name in ("value_floats", "value_ints"):
@@ -342,9 +399,9 @@ def shape_arithmetic(node: onnx.NodeProto, inputs: list[Any]) -> Any:
     Reshape's target: indexing, (un)squeezing, concatenation, slicing, casts, arithmetic."""
     op = node.op_type
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    arrays = [x.dims if isinstance(x, ShapeVector) else (
+    arrays: list[Any] = [x.dims if isinstance(x, ShapeVector) else (
         np.asarray(x).astype(object) if x is not None else None) for x in inputs]
-    x = arrays[0]
+    x: Any = arrays[0]
     if op in ("Cast", "Identity"):
         out = x
     elif op == "Gather":
@@ -352,18 +409,20 @@ def shape_arithmetic(node: onnx.NodeProto, inputs: list[Any]) -> Any:
             raise Unsupported("Gather of a shape along an axis other than 0")
         out = x[inputs[1].astype(np.int64)]
     elif op == "Unsqueeze":
-        out = x.reshape(-1) if x.ndim == 0 else x.reshape(1, -1)
+        rank = x.ndim + len(constant_ints(inputs, 1, "axes"))
+        out = np.expand_dims(x, tuple(indices.axes(constant_ints(inputs, 1, "axes"), rank)))
     elif op == "Squeeze":
-        out = x.reshape(())
+        axes = constant_ints(inputs, 1, "axes") if len(inputs) > 1 and inputs[1] is not None \
+            else [k for k, d in enumerate(x.shape) if d == 1]
+        out = np.squeeze(x, tuple(set(indices.axes(axes, x.ndim, unique=False))))
     elif op == "Concat":
         out = np.concatenate([a.reshape(-1) for a in arrays if a is not None])
     elif op == "Slice":
-        starts, ends = (int(np.asarray(inputs[i]).reshape(-1)[0]) for i in (1, 2))
-        out = x[starts:ends]
+        out = x[slicer(inputs, x.ndim)]
     else:
         a, b = np.broadcast_arrays(arrays[0], arrays[1])
         fn = {"Add": lambda p, q: p + q, "Sub": lambda p, q: p - q,
-              "Mul": lambda p, q: p * q, "Div": lambda p, q: p // q}[op]
+              "Mul": lambda p, q: p * q, "Div": truncate_divide}[op]
         out = np.array([COMPUTED if p is None or q is None or p is COMPUTED or q is COMPUTED
                         else fn(p, q)
                         for p, q in zip(a.reshape(-1), b.reshape(-1), strict=True)],
@@ -374,19 +433,62 @@ def shape_arithmetic(node: onnx.NodeProto, inputs: list[Any]) -> Any:
     return ShapeVector(out)
 
 
+def constant_ints(inputs: list[Any], i: int, what: str) -> list[int]:
+    x = inputs[i] if i < len(inputs) else None
+    if not isinstance(x, np.ndarray):
+        raise Unsupported(f"{what} (input {i}) must be known at import")
+    return [int(v) for v in x.reshape(-1)]
+
+
+def slicer(inputs: list[Any], rank: int) -> tuple[slice, ...]:
+    """Slice's starts, ends, axes and steps as numpy's index, which clamps as ONNX does."""
+    starts, ends = constant_ints(inputs, 1, "starts"), constant_ints(inputs, 2, "ends")
+    given = len(inputs) > 3 and inputs[3] is not None
+    axes = indices.axes(constant_ints(inputs, 3, "axes"), rank) if given \
+        else list(range(len(starts)))
+    steps = constant_ints(inputs, 4, "steps") if len(inputs) > 4 and inputs[4] is not None \
+        else [1] * len(starts)
+    where = [slice(None)] * rank
+    for start, end, a, step in zip(starts, ends, axes, steps, strict=True):
+        where[a] = slice(start, end, step)
+    return tuple(where)
+
+
+def truncate_divide(p: int, q: int) -> int:
+    """ONNX's integer division: toward zero (Python's `//` floors)."""
+    if q == 0:
+        raise Invalid("a division by zero in a shape computation")
+    quotient = abs(p) // abs(q)
+    return quotient if (p < 0) == (q < 0) else -quotient
+
+
+def read_model(path: str | Path) -> onnx.ModelProto:
+    """The model in the file `path`, with the external data files its tensors name (beside
+    it). A regular file may hold up to protobuf's 2 GiB; a pipe or device is read up to
+    `MAX_TEXT_BYTES`."""
+    source = str(path)
+    limit = MAX_MODEL_BYTES if os.path.isfile(source) else MAX_TEXT_BYTES
+    data = read_input(source, what="ONNX model", limit=limit)
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception as e:
+        raise ir.FrontendError(f"{source}: error: not an ONNX model ({type(e).__name__}: "
+                               f"{first_line(e) if str(e) else 'unreadable'})") from None
+    try:
+        onnx.external_data_helper.load_external_data_for_model(
+            model, os.path.dirname(os.path.abspath(source)))
+    except Exception as e:
+        raise ir.FrontendError(f"{source}: error: cannot read the model's external data: "
+                               f"{first_line(e)}") from None
+    return model
+
+
 def load(model: str | Path | onnx.ModelProto, *, freeze: bool = False,
          name: str | None = None) -> ir.Module:
     """A DLVM module from an ONNX file or `ModelProto` (see the module docstring)."""
     source = "<model>"
     if not isinstance(model, onnx.ModelProto):
         source = str(model)
-        try:
-            model = onnx.load(str(model))
-        except FileNotFoundError:
-            raise ir.FrontendError(f"cannot read '{source}': no such file") from None
-        except Exception as e:
-            raise ir.FrontendError(f"{source}: error: not an ONNX model ({type(e).__name__}: "
-                                   f"{str(e).splitlines()[0] if str(e) else 'unreadable'})"
-                                   ) from None
+        model = read_model(source)
         name = name or Path(source).stem
     return Importer(model, freeze=freeze, name=name, source=source).run()

@@ -13,7 +13,10 @@ import numpy as np
 from dlvm.ir import Value, constant
 from dlvm.ir.types import BOOL, I64, TensorType, scalar
 
-from .context import DTYPES, NodeContext, ShapeVector, Unsupported
+from .context import DTYPES, NodeContext, ShapeVector
+from .errors import Invalid, Unsupported
+from .indices import axis as checked_axis
+from .indices import equal_parts, index, reshape_rules
 
 Converter = Callable[[NodeContext], list[Value]]
 CONVERTERS: dict[str, Converter] = {}
@@ -225,7 +228,7 @@ def stretch_batch(c: NodeContext, x: Value, like: Value) -> Value:
     """x with its batch dimensions of size 1 (or dynamic) broadcast to the static ones of
     `like` (`dot` does not broadcast them): x + 0 of the batch shape"""
     t = c.type_of(x)
-    dims = [1] * t.rank
+    dims: list[int | None] = [1] * t.rank
     for i, (p, q) in enumerate(zip(t.shape[:-2], c.type_of(like).shape[:-2], strict=True)):
         if p == 1 and q is None:
             raise Unsupported("MatMul broadcasting a batch of 1 against a dynamic batch")
@@ -488,6 +491,7 @@ def reshape_target(c: NodeContext, x: Value, target: list[int | None], allow_zer
     """ONNX Reshape's target: 0 copies the input's dimension, −1 is inferred; dynamic
     sizes (from a shape vector) become `_`."""
     shape = c.type_of(x).shape
+    reshape_rules(target, shape, allow_zero)
     out: list[int | None] = []
     for i, d in enumerate(target):
         if d == 0 and not allow_zero:
@@ -503,7 +507,10 @@ def reshape_target(c: NodeContext, x: Value, target: list[int | None], allow_zer
             # the dynamic sizes are taken to be carried over: −1 is the static rest
             size = math.prod(d for d in shape if d is not None)
             known = math.prod(d for d in out if d not in (-1, None))  # type: ignore[misc]
-            out[out.index(-1)] = size // max(known, 1)
+            if known == 0 or size % known:
+                raise Invalid(f"the shape {target} does not fit the static sizes of "
+                              f"{list(shape)} ({size} elements besides the dynamic ones)")
+            out[out.index(-1)] = size // known
         else:
             out[out.index(-1)] = None
     if sum(d is None for d in out) > 1:
@@ -527,10 +534,7 @@ def _flatten(c: NodeContext) -> list[Value]:
     """[d0 … d(a−1)] × [da …]: two dimensions"""
     x = c.value(0)
     t = c.type_of(x)
-    axis = c.attr("axis", 1)
-    axis += t.rank if axis < 0 else 0  # −1 is the last dimension, rank the end
-    if not 0 <= axis <= t.rank:
-        raise Unsupported(f"Flatten axis {c.attr('axis')} for rank {t.rank}")
+    axis = checked_axis(c.attr("axis", 1), t.rank, extra=1)  # −1 is the last, rank the end
     lead, rest = t.shape[:axis], t.shape[axis:]
     dims = [math.prod(lead) if None not in lead else None,  # type: ignore[arg-type]
             math.prod(rest) if None not in rest else None]  # type: ignore[arg-type]
@@ -573,10 +577,11 @@ def _split(c: NodeContext) -> list[Value]:
     elif c.attr("split") is not None:
         sizes = list(c.attr("split"))
     else:
-        k = math.ceil(size / outputs)
-        sizes = [min(k, size - i * k) for i in range(outputs)]
+        sizes = equal_parts(size, int(c.attr("num_outputs", outputs)))
     out, start = [], 0
     for s in sizes:
+        if s == 0:
+            raise Unsupported("an empty output of Split")
         out.append(slice_axis(c, x, axis, start, start + s))
         start += s
     return out
@@ -618,7 +623,7 @@ def _squeeze(c: NodeContext) -> list[Value]:
         if None in t.shape:
             raise Unsupported("Squeeze without axes of a tensor with dynamic dimensions")
         axes = [i for i, d in enumerate(t.shape) if d == 1]
-    for a in sorted((c.axis(a, t.rank) for a in axes), reverse=True):
+    for a in sorted({c.axis(a, t.rank) for a in axes}, reverse=True):  # one axis named twice
         x = c.b.squeezeShape(x, a)
     return [x]
 
@@ -649,7 +654,8 @@ def _gather(c: NodeContext) -> list[Value]:
         raise Unsupported("Gather of no indices")
     if size is None and any(i < 0 for i in flat):
         raise Unsupported("negative Gather indices into a dynamic dimension")
-    flat = [i % size if size else i for i in flat]
+    if size is not None:  # in range (checked before); −1 is the last
+        flat = [index(i, size, f"axis {axis}") for i in flat]
     front = move_to_front(c, x, axis)  # [d_axis, the others in order]
     if indices.ndim == 0:
         return [c.b.extract(front, [flat[0]])]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +45,9 @@ from .worker import FAULT_VARIABLES, Worker
 
 WORKERS = ("train", "distributed", "workers")
 ADDRESS = ("train", "distributed", "address")
+# Ray's sockets live in its session folder, and a socket's path has at most 107 bytes: a
+# longer temporary folder is passed over for /tmp
+MAX_TEMP_ROOT_CHARS = 40
 
 
 class RayEngine(Engine):
@@ -85,7 +90,12 @@ class RayEngine(Engine):
 @contextmanager
 def connected(d: DistributedSpec) -> Iterator[None]:
     """Ray, as the address says: a local instance for the run (stopped after it), a running
-    cluster, or the instance this process already started (kept)."""
+    cluster, or the instance this process already started (kept).
+
+    The local instance is isolated: Ray's `address="local"` starts a new one even where
+    another runs on the machine or `RAY_ADDRESS` names one (a plain `ray.init()` would join
+    it), and its session files go to a folder of its own, removed after the run, so that
+    it neither mixes with another instance's nor becomes the one `ray.init()` finds."""
     import ray
 
     if ray.is_initialized():
@@ -93,23 +103,42 @@ def connected(d: DistributedSpec) -> Iterator[None]:
         return
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                "logging_level": logging.ERROR}
+    scratch = tempfile.mkdtemp(prefix="dlvm-ray-", dir=temp_root()) \
+        if d.address == "local" else None
     try:
-        if d.address == "local":
-            ray.init(num_cpus=max(d.workers, os.cpu_count() or 1), **options)
-        else:
-            ray.init(address=d.address, **options)
-    except Exception as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ir.DlvmError(f"train.distributed.address: cannot reach Ray at '{d.address}': "
-                           f"{first}") from None
-    try:
-        cpus = ray.cluster_resources().get("CPU", 0)
-        if cpus < d.workers:
-            raise ir.DlvmError(f"train.distributed.workers: the Ray cluster at '{d.address}' "
-                               f"has {cpus:g} CPUs for {d.workers} workers")
-        yield
+        try:
+            if scratch is not None:
+                ray.init(address="local", num_cpus=max(d.workers, os.cpu_count() or 1),
+                         _temp_dir=scratch, **options)
+            else:
+                ray.init(address=d.address, **options)
+        except Exception as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            if scratch is not None:
+                raise ir.DlvmError("train.distributed.address: cannot start a local Ray "
+                                   f"instance: {first}") from None
+            raise ir.DlvmError(f"train.distributed.address: cannot reach Ray at "
+                               f"'{d.address}': {first}") from None
+        try:
+            cpus = ray.cluster_resources().get("CPU", 0)
+            if cpus < d.workers:
+                raise ir.DlvmError(f"train.distributed.workers: the Ray cluster at "
+                                   f"'{d.address}' has {cpus:g} CPUs for {d.workers} workers")
+            yield
+        finally:
+            ray.shutdown()
     finally:
-        ray.shutdown()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def temp_root() -> str:
+    """Where the local instance's session folder is made: the temporary folder, if its path
+    leaves room for Ray's socket paths."""
+    root = tempfile.gettempdir()
+    if len(root) > MAX_TEMP_ROOT_CHARS and os.path.isdir("/tmp"):
+        return "/tmp"
+    return root
 
 
 def uses_collective(d: DistributedSpec) -> bool:
