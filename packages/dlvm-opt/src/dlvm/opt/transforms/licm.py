@@ -26,6 +26,7 @@ changes nothing on loops it cannot improve (`cfg-simplify` removes empty prehead
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from dlvm.ir import (
@@ -162,6 +163,9 @@ def may_fail(inst: Instruction, module: Module) -> bool:
 
 def static(t: Type, module: Module, seen: frozenset[str] = frozenset()) -> bool:
     """Whether no tensor inside a value of type `t` has a dynamic dimension."""
+    known = static_structure(t)
+    if known is not None:
+        return known
     if isinstance(t, NominalType):
         if t.name in seen:
             return True
@@ -180,3 +184,20 @@ def static(t: Type, module: Module, seen: frozenset[str] = frozenset()) -> bool:
     if isinstance(t, ArrayType):
         return static(t.element, module, seen)
     return True  # functions, pointers, boxes, the stack: no shape to check
+
+
+@functools.lru_cache(maxsize=4096)
+def static_structure(t: Type) -> bool | None:
+    """`static` for a type that names no declared type, once per type (types are immutable:
+    a tuple of a thousand parameters is walked once, not once per `extract`); None when the
+    answer depends on the module's declarations (unless a dynamic tensor settles it)."""
+    if isinstance(t, NominalType):
+        return None
+    if isinstance(t, TensorType):
+        return t.is_static
+    parts = t.elements if isinstance(t, TupleType) else (
+        (t.element,) if isinstance(t, ArrayType) else ())
+    answers = [static_structure(e) for e in parts]
+    if False in answers:
+        return False
+    return None if None in answers else True
