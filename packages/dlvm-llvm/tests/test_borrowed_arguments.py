@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -220,6 +220,17 @@ func @get_grid_row: (i64) -> <4 x f32> {
 """
 
 Args = Callable[[int], Sequence[Any]]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def collections_see_only_these_tests() -> Iterator[None]:
+    """`churn` collects garbage after every call; in a long test run each full collection
+    would walk the whole process's objects (~0.1 s); frozen, they are skipped, and what
+    these tests drop is still collected."""
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()
 
 
 def vec(k: int) -> np.ndarray:
