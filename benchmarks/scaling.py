@@ -502,6 +502,27 @@ def machine() -> dict[str, Any]:
             "python_loop_ms": round(python_speed() * 1e3)}
 
 
+def announce_machine() -> dict[str, Any]:
+    """`machine()`, printed as the first line of a benchmark's output."""
+    info = machine()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory']}, {info['system']}, "
+          f"Python {info['python']}, numpy {info['numpy']}; "
+          f"2M-iteration Python loop: {info['python_loop_ms']} ms", flush=True)
+    return info
+
+
+def reporter(rows: list[dict[str, Any]], limit: float, phase_width: int
+             ) -> Callable[[dict[str, Any]], None]:
+    """Keeps each measured row and prints it to stderr as it comes (`>LIMIT` past the limit)."""
+    def report(row: dict[str, Any]) -> None:
+        rows.append(row)
+        s = row["seconds"]
+        print(f"  {row['shape']:<9} {row['size']:>7} {row['phase']:<{phase_width}} "
+              f"{'>' + format(limit, 'g') if s is None else format(s, '.3f')} s",
+              file=sys.stderr, flush=True)
+    return report
+
+
 # ---------------------------------------------------------------- the table
 
 
@@ -546,18 +567,9 @@ def main() -> None:
     sizes = sorted(int(s) for s in args.sizes.split(","))
     shapes = args.shapes.split(",")
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    info = machine()
-    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory']}, {info['system']}, "
-          f"Python {info['python']}, numpy {info['numpy']}; "
-          f"2M-iteration Python loop: {info['python_loop_ms']} ms", flush=True)
+    info = announce_machine()
     rows: list[dict[str, Any]] = []
-
-    def report(row: dict[str, Any]) -> None:
-        rows.append(row)
-        s = row["seconds"]
-        print(f"  {row['shape']:<9} {row['size']:>7} {row['phase']:<28} "
-              f"{'>' + format(args.limit, 'g') if s is None else format(s, '.3f')} s",
-              file=sys.stderr, flush=True)
+    report = reporter(rows, args.limit, 28)
 
     for shape in shapes:  # load every pass and warm the caches before timing
         measure(shape, 200, 0, 1, lambda row: None)

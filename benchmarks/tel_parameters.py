@@ -42,30 +42,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from scaling import machine, timed
+from scaling import announce_machine, reporter, timed
 
 import dlvm.ir as ir
 import dlvm.tel as tel
 from dlvm.tel.api import render_file
-
-
-def layers(n: int) -> str:
-    lines = ["module chain", "x: in[_ x 4]", "t: in[_ x 4]"]
-    previous = "x"
-    for i in range(n // 2):
-        lines += [f"w{i}: param[4 x 4] = glorot", f"b{i}: param[4] = 0.0",
-                  f"h{i}: hidden[_ x 4] = tanh({previous} . w{i} + b{i})"]
-        previous = f"h{i}"
-    return "\n".join([*lines, f"y: out[_ x 4] = {previous}", "loss l = mse(y, t)"]) + "\n"
-
-
-def recurrent(n: int) -> str:
-    lines = ["module seq", "xs: in[_ x _ x 4]", "t: in[_ x 4]", "wh: param[4 x 4] = glorot",
-             *[f"b{i}: param[4] = 0.0" for i in range(n - 1)], "recurrent s {",
-             "  h: hidden[_ x 4] = tanh(xs[s] + h[s-1] . wh + "
-             + " + ".join(f"b{i}" for i in range(n - 1)) + ")", "}"]
-    return "\n".join([*lines, "y: out[_ x 4] = h", "loss l = mse(y, t)"]) + "\n"
-
+from dlvm.tel.testing import layers, recurrent
 
 MODELS: dict[str, Callable[[int], str]] = {"layers": layers, "recurrent": recurrent}
 BATCH = {"layers": [(8, 4), (8, 4)], "recurrent": [(8, 5, 4), (8, 4)]}
@@ -161,18 +143,9 @@ def main() -> None:
     if args.llvm_cpu:
         phases.append("llvm-cpu")
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    info = machine()
-    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory']}, {info['system']}, "
-          f"Python {info['python']}, numpy {info['numpy']}; "
-          f"2M-iteration Python loop: {info['python_loop_ms']} ms", flush=True)
+    info = announce_machine()
     rows: list[dict[str, Any]] = []
-
-    def report(row: dict[str, Any]) -> None:
-        rows.append(row)
-        s = row["seconds"]
-        print(f"  {row['shape']:<9} {row['size']:>6} {row['phase']:<20} "
-              f"{'>' + format(args.limit, 'g') if s is None else format(s, '.3f')} s",
-              file=sys.stderr, flush=True)
+    report = reporter(rows, args.limit, 20)
 
     for shape in MODELS:  # load every pass and warm the caches before timing
         measure(shape, 10, 0, 1, lambda row: None)
