@@ -268,3 +268,69 @@ def test_a_second_derivative_of_a_recursive_function() -> None:
                - exe.call("dr", np.float64(x - h), np.int64(2))[0]) / (2 * h)
     np.testing.assert_allclose(exe.call("ddr", np.float64(x), np.int64(2))[0], numeric,
                                rtol=1e-6)
+
+
+# A `conditional` passes an argument to a loop header on one edge only. When the other edge
+# is taken, the header parameter's adjoint (here that of %s, read again in the inner loop)
+# is not the branch argument's: only the edge taken may pass it back. The reverse of 'ob
+# cannot tell the edges apart; each such edge records itself on the tape.
+ONE_EDGE_PASSES = """
+module "edge"
+stage raw
+
+func @f: (f64, f64, i64) -> f64 {
+'entry(%x: f64, %y: f64, %n: i64):
+    branch 'oh(0: i64, %x: f64)
+'oh(%i: i64, %s: f64):
+    %ci = lessThan %i: i64, %n: i64
+    conditional %ci: bool then 'ob() else 'done(%s: f64)
+'ob():
+    %b0 = tanh %x: f64
+    %i1 = add %i: i64, 1: i64
+    %c2 = lessThan %s: f64, %y: f64
+    conditional %c2: bool then 'oh(%i1: i64, %b0: f64) else 'ob2()
+'ob2():
+    branch 'ih(0: i64, %b0: f64)
+'ih(%j: i64, %u: f64):
+    %cj = lessThan %j: i64, %i: i64
+    conditional %cj: bool then 'ib() else 'ix()
+'ib():
+    %r0 = tanh %s: f64
+    %j1 = add %j: i64, 1: i64
+    branch 'ih(%j1: i64, %r0: f64)
+'ix():
+    branch 'oh(%i1: i64, %u: f64)
+'done(%r: f64):
+    return %r: f64
+}
+
+// both edges of one conditional reach the same block with other arguments
+func @g: (f64, f64) -> f64 {
+'entry(%x: f64, %y: f64):
+    %c = lessThan %x: f64, %y: f64
+    %a = sin %x: f64
+    %b = multiply %x: f64, %y: f64
+    conditional %c: bool then 'join(%a: f64) else 'join(%b: f64)
+'join(%v: f64):
+    %w = multiply %v: f64, %x: f64
+    return %w: f64
+}
+
+[gradient @f wrt 0, 1]
+func @df: (f64, f64, i64) -> (f64, f64)
+
+[gradient @g wrt 0, 1]
+func @dg: (f64, f64) -> (f64, f64)
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("y", [0.5, 0.9])
+def test_an_argument_passed_along_one_edge_gets_the_adjoint_only_when_taken(
+        n: int, y: float) -> None:
+    check_gradient(ONE_EDGE_PASSES, "f", "df", [np.float64(1.0), np.float64(y), np.int64(n)])
+
+
+@pytest.mark.parametrize("x", [0.3, 1.7])
+def test_two_edges_to_one_block_pass_back_only_the_taken_ones_arguments(x: float) -> None:
+    check_gradient(ONE_EDGE_PASSES, "g", "dg", [np.float64(x), np.float64(1.1)])

@@ -12,6 +12,10 @@ sweep), then walks it backwards applying the adjoint rules (the reverse sweep).
   the function's arguments) travel as block arguments of the reverse blocks;
   an adjoint is consumed (and reset to zero) where its value was defined, or,
   for a block argument, at the branch that passed it.
+- A `conditional` that passes varied arguments to a target reaches it through an
+  edge of its own in the forward sweep (a block that pushes its own id), so the
+  reverse sweep passes the parameters' adjoints back only along the edge that was
+  taken: the reverse of the branching block cannot tell which one it was.
 - With `checkpoint`, a block pushes only the values it reads from other blocks
   (and results of impure instructions) and its reverse recomputes the rest.
 - The adjoint of a tuple read element by element (`extract k`, as a function reads
@@ -36,7 +40,7 @@ from dlvm.ir import (
     Value,
 )
 from dlvm.ir.builder import constant
-from dlvm.ir.core import UniqueNames
+from dlvm.ir.core import BranchTarget, UniqueNames
 from dlvm.ir.derivatives import differentiated_output, wrt_indices
 from dlvm.ir.types import I64, STACK, FunctionType, TensorType, TupleType, Type, scalar
 
@@ -277,6 +281,28 @@ def tuple_of(values: list[Value]) -> LiteralValue:
                         TupleType(tuple(v.type for v in values)))
 
 
+@dataclass
+class Edge:
+    """A split edge: the block the forward sweep goes through, the target it reaches,
+    and the values its reverse reads from the tape."""
+
+    block: Block
+    target: BranchTarget
+    tape: list[Value]
+
+
+def values_in(args: list[Value]) -> list[Value]:
+    """The values of branch arguments, including values nested in literals."""
+    out: list[Value] = []
+    for v in args:
+        if isinstance(v, LiteralValue):
+            for e in v.literal.values():
+                out.extend(values_in([e]))
+        else:
+            out.append(v)
+    return out
+
+
 class ReverseBuilder:
     """Builds the body of one gradient declaration `df` of a primal `f`."""
 
@@ -299,6 +325,7 @@ class ReverseBuilder:
         self.b = Builder(self.module)
         self.tape_values = 0
         self.adjoint_stacks: dict[Value, Value] = {}
+        self.edges: dict[tuple[Block, str], Edge] = {}
         self.taken_names = UniqueNames([b.name for b in f.blocks] + [
             v.name for blk in f.blocks for v in [*blk.arguments, *blk.instructions]])
 
@@ -410,6 +437,9 @@ class ReverseBuilder:
         self.create_adjoint_stacks(varied)
         stack = b.createStack()
         ids = {block: k for k, block in enumerate(f.blocks)}
+        self.edges = self.split_edges(varied)
+        for edge in self.edges.values():
+            ids[edge.block] = len(ids)
         entry_is_target = self.entry_is_target = any(f.entry in blk.successors
                                                       for blk in f.blocks)
         # Values every reverse block can read: the arguments and, when the entry block runs
@@ -445,7 +475,10 @@ class ReverseBuilder:
             if term.opcode == "return":
                 b.branch((rev_start, [map_value(term.value, primals)]))
             else:
-                b.insert(copy_instruction(term, primals, fwd_blocks))
+                copied = self.forward_terminator(block, primals, fwd_blocks, stack, ids,
+                                                 available)
+                b.position_at_end(fwd_blocks[block])
+                b.insert(copied)
         # ---- reverse sweep
         self.df.append_block(rev_start)
         b.position_at_end(rev_start)
@@ -460,6 +493,9 @@ class ReverseBuilder:
                           for v in crossing])
             for block in f.blocks
         }
+        for edge in self.edges.values():
+            reverse_blocks[edge.block] = Block(self.fresh(f"reverse_{edge.block.name}"),
+                                               [Argument(v.type) for v in crossing])
         finish = Block(self.fresh("finish"), [])
         for a in f.entry.arguments:
             if a in crossing:
@@ -471,6 +507,11 @@ class ReverseBuilder:
             b.position_at_end(rb)
             self.reverse_block(block, rb, varied, crossing, available, primals, saved[block],
                                stack, returned_arg, dispatch, finish)
+        for edge in self.edges.values():
+            rb = reverse_blocks[edge.block]
+            self.df.append_block(rb)
+            b.position_at_end(rb)
+            self.reverse_edge(edge, rb, varied, crossing, available, primals, stack, dispatch)
         self.df.append_block(finish)
         b.position_at_end(finish)
         c = self.new_context(varied, primals)
@@ -485,15 +526,17 @@ class ReverseBuilder:
     def crossing_values(self, varied: set[Value]) -> list[Value]:
         """Varied values whose adjoints cross blocks, in a fixed order."""
         read_in = self.blocks_reading()
+        # what a split edge passes gets its adjoint in the edge's reverse, not its block's
+        passed = {v for edge in self.edges.values() for v in values_in(edge.target.args)}
         out: list[Value] = []
         for block in self.f.blocks:
             for a in block.arguments:
                 if a in varied and carries_derivative(a.type, self.module):
                     out.append(a)
             for inst in block.instructions:
-                if inst in varied and carries_derivative(inst.type, self.module) and any(
+                if inst in varied and carries_derivative(inst.type, self.module) and (any(
                     reader is not block for reader in read_in.get(inst, ())
-                ):
+                ) or inst in passed):
                     out.append(inst)
         return out
 
@@ -534,10 +577,59 @@ class ReverseBuilder:
                     want(u)
                 want(inst)
         term = block.instructions[-1]
-        for u in uses(term):
+        for u in self.terminator_reads(block):
             if (u in varied and self.dynamic(u)) or term.opcode == "return":
                 want(u)
         return [v for v in wanted if not isinstance(self.module.resolve(v.type), type(STACK))]
+
+    def terminator_reads(self, block: Block) -> list[Value]:
+        """What `block`'s terminator reads, but the arguments it passes along split edges
+        (their edges' reverses read them)."""
+        term = block.instructions[-1]
+        if not any(key[0] is block for key in self.edges):
+            return uses(term)
+        out = [term.condition]
+        for name in ("then", "else"):
+            if (block, name) not in self.edges:
+                out.extend(values_in(term.fields[name].args))
+        return out
+
+    def split_edges(self, varied: set[Value]) -> dict[tuple[Block, str], Edge]:
+        """The edges of `conditional`s that pass varied values to varied parameters."""
+        edges: dict[tuple[Block, str], Edge] = {}
+        for block in self.f.blocks:
+            term = block.instructions[-1]
+            if term.opcode != "conditional":
+                continue
+            for name in ("then", "else"):
+                target: BranchTarget = term.fields[name]
+                if any(p in varied for p in target.block.arguments):
+                    label = self.fresh(f"{block.name or 'block'}_{name}")
+                    tape = [v for v in values_in(target.args)
+                            if v in varied and self.dynamic(v) and not isinstance(v, Function)]
+                    edges[block, name] = Edge(Block(label), target, tape)
+        return edges
+
+    def forward_terminator(self, block: Block, primals: dict[Value, Value],
+                           fwd_blocks: dict[Block, Block], stack: Value, ids: dict[Block, int],
+                           available: set[Value]) -> Instruction:
+        """The copy of `block`'s terminator for the forward sweep; a split edge goes
+        through a block that records it on the tape."""
+        term = copy_instruction(block.instructions[-1], primals, fwd_blocks)
+        fields = dict(term.fields)
+        for name in ("then", "else"):
+            edge = self.edges.get((block, name))
+            if edge is None:
+                continue
+            target: BranchTarget = fields[name]
+            fwd = self.b.block_in(self.df, edge.block.name)
+            for v in edge.tape:
+                if v not in available:
+                    self.b.push(primals[v], stack)
+            self.b.push(constant(ids[edge.block], scalar(I64)), stack)
+            self.b.branch((target.block, list(target.args)))
+            fields[name] = BranchTarget(fwd, [])
+        return Instruction(term.op, fields, term.type, term.name, term.location)
 
     def recomputed(self, block: Block, varied: set[Value]) -> set[Value]:
         """With `checkpoint`: the pure instructions of `block` its reverse recomputes.
@@ -599,20 +691,11 @@ class ReverseBuilder:
         if term.opcode == "return":
             self.seed(c, term.value)
         # the branch: arguments passed to a successor get the adjoints of its parameters
-        contributions: list[tuple[Value, Value]] = []
-        reset: list[Value] = []
-        for target in term.targets:
-            for arg, param in zip(target.args, target.block.arguments, strict=True):
-                if param in varied:
-                    reset.append(param)
-                    adj = c.adjoint(param)
-                    if adj is not None and arg in varied:
-                        contributions.append((arg, c.exact(arg, adj) if not isinstance(
-                            arg, LiteralValue) else adj))
-        for param in reset:
-            c.adjoints[param] = placeholder_zero(param.type, self.module)
-        for arg, adj in contributions:
-            c.accumulate(arg, adj)
+        # (along a split edge, the edge's reverse does)
+        kept = [t for name, t in term.fields.items() if isinstance(t, BranchTarget)
+                and (block, name) not in self.edges] if term.opcode == "conditional" \
+            else term.targets
+        self.pass_back(c, kept, varied)
         # the instructions, last first
         for inst in reversed(block.instructions[:-1]):
             if inst in crossing:
@@ -628,3 +711,35 @@ class ReverseBuilder:
                                if a in crossing]))
         else:
             b.branch((dispatch, carried))
+
+    def reverse_edge(self, edge: Edge, rb: Block, varied: set[Value], crossing: list[Value],
+                     available: set[Value], fwd_primals: dict[Value, Value], stack: Value,
+                     dispatch: Block) -> None:
+        """The reverse of a split edge: its target's parameter adjoints go to the arguments."""
+        primals = {v: fwd_primals[v] for v in available}
+        for v in reversed(edge.tape):
+            if v not in available:
+                primals[v] = self.b.pop(self.module.resolve(v.type), stack)
+        c = self.new_context(varied, primals)
+        c.adjoints.update(zip(crossing, rb.arguments, strict=True))
+        self.pass_back(c, [edge.target], varied)
+        self.b.branch((dispatch, [self.carried(c, v) for v in crossing]))
+
+    def pass_back(self, c: ReverseContext, targets: list[BranchTarget], varied: set[Value]
+                  ) -> None:
+        """Arguments passed to a successor get the adjoints of its parameters, which
+        are consumed."""
+        contributions: list[tuple[Value, Value]] = []
+        reset: list[Value] = []
+        for target in targets:
+            for arg, param in zip(target.args, target.block.arguments, strict=True):
+                if param in varied:
+                    reset.append(param)
+                    adj = c.adjoint(param)
+                    if adj is not None and arg in varied:
+                        contributions.append((arg, c.exact(arg, adj) if not isinstance(
+                            arg, LiteralValue) else adj))
+        for param in reset:
+            c.adjoints[param] = placeholder_zero(param.type, self.module)
+        for arg, adj in contributions:
+            c.accumulate(arg, adj)
