@@ -8,13 +8,16 @@ that returns 0 and stores its result at `%out`, or records an error site in the 
 returns 1 (callers return at once, passing it up to Python). Blocks become LLVM blocks and
 block arguments φ-nodes; each edge gets a block of its own where ownership needs retains and
 releases (see `ownership.py`). Instructions lower through the opcode table `LOWER`, which
-the modules `lower_*` fill; element-wise code and reductions lower through `kernel.py`.
+the modules `lower_*` fill (terminators included); element-wise code and reductions lower
+through `kernel.py`. What this module needs from those modules — literals, globals, enum
+references, the fallback for instructions without a native rule — it reads from `RULES`,
+which `lowering.py` fills: the modules build on this one, never the other way round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llvmlite import ir as ll
@@ -41,7 +44,7 @@ from dlvm.ir.types import (
     Type,
 )
 
-from .emit import declare, gep, global_variable, i32, i64, is_const, memcpy, mul, product
+from .emit import alloca, declare, gep, global_variable, i32, i64, is_const, memcpy, mul, product
 from .layout import (
     I1,
     I8,
@@ -66,10 +69,23 @@ LOWER: dict[str, Lowerer] = {}
 FALLS_BACK = {"builtin"}  # opcodes whose rule covers only some of their forms
 
 
-def has_scalar_rule(inst: Instruction) -> bool:
-    from .lower_aggregate import BUILTIN_RULES
+@dataclass
+class Rules:
+    """What lowering a function takes from the modules that build on this one (filled by
+    `lowering.py` when it imports them)."""
 
-    return inst.builtin in BUILTIN_RULES if inst.opcode == "builtin" else True
+    literal: Callable[[FunctionLowering, LiteralValue], ll.Value] | None = None
+    global_pointer: Callable[[FunctionLowering, GlobalVariable], ll.Value] | None = None
+    enum_refs: Callable[[FunctionLowering, ll.Value, Type, bool], None] | None = None
+    fallback: Lowerer | None = None  # an instruction through the interpreter
+    native_builtins: tuple[str, ...] = field(default_factory=tuple)  # builtins with a rule
+
+
+RULES = Rules()
+
+
+def has_scalar_rule(inst: Instruction) -> bool:
+    return inst.builtin in RULES.native_builtins if inst.opcode == "builtin" else True
 
 
 def lowers(*opcodes: str) -> Callable[[Lowerer], Lowerer]:
@@ -303,15 +319,13 @@ class FunctionLowering:
             return self.unit.function(self.unit.specializer.spec(v)) if v.blocks else \
                 ll.Constant(PTR, None)
         if isinstance(v, GlobalVariable):
-            from .lower_memory import global_pointer
-
-            return global_pointer(self, v)
+            assert RULES.global_pointer is not None, "import dlvm.llvm.lowering first"
+            return RULES.global_pointer(self, v)
         raise AssertionError(f"value {v!r} used before its definition")
 
     def literal(self, v: LiteralValue) -> ll.Value:
-        from .lower_aggregate import materialize
-
-        return materialize(self, v.literal, self.layout.resolve(v.type))
+        assert RULES.literal is not None, "import dlvm.llvm.lowering first"
+        return RULES.literal(self, v)
 
     # ------------------------------------------------------------ errors and calls
 
@@ -405,9 +419,8 @@ class FunctionLowering:
                     if self.layout.managed(ft):
                         self.walk_refs(b.extract_value(v, k), ft, releasing)
             elif self.layout.is_enum(t):
-                from .lower_aggregate import enum_ref
-
-                enum_ref(self, v, t, releasing)
+                assert RULES.enum_refs is not None, "import dlvm.llvm.lowering first"
+                RULES.enum_refs(self, v, t, releasing)
         elif isinstance(t, PointerType):  # the block the pointer addresses
             block = b.extract_value(v, 0)
             if releasing:
@@ -475,9 +488,7 @@ class FunctionLowering:
         params = self.llfn.args[2:]
         for a, p in zip(self.fn.entry.arguments, params, strict=True):
             self.values[a] = p
-        from .lower_control import check_entry_arguments
-
-        check_entry_arguments(self)
+        self.check_entry_arguments()
         if self.own.entry_is_target:
             for a, p in zip(self.fn.entry.arguments, params, strict=True):
                 self.retain(p, self.type(a))
@@ -517,18 +528,15 @@ class FunctionLowering:
         self.current = inst
         self.temporaries = []
         self.taken = set()
-        if inst.is_terminator:
-            from .lower_control import terminator
-
-            terminator(self, inst)
+        if inst.is_terminator:  # edges handle ownership themselves
+            LOWER[inst.opcode](self, inst)
             return
         for v in self.own.consume_retains(inst):
             self.retain(self.value(v), self.type(v))
         rule = LOWER.get(inst.opcode)
         if rule is None or (inst.opcode in FALLS_BACK and not has_scalar_rule(inst)):
-            from .fallback import lower_fallback
-
-            result = lower_fallback(self, inst)
+            assert RULES.fallback is not None, "import dlvm.llvm.lowering first"
+            result = RULES.fallback(self, inst)
         else:
             result = rule(self, inst)
         if result is not None:
@@ -542,6 +550,48 @@ class FunctionLowering:
                 self.release(value, t)
         if inst in self.own.unused and result is not None:
             self.release(result, self.type(inst))
+
+    def result_slot(self, t: ll.Type) -> ll.Value:
+        """A stack slot in the function's prologue (an alloca in a loop would grow the stack)."""
+        prologue = self.llfn.blocks[0]
+        saved = self.b.block
+        self.b.position_at_start(prologue)
+        slot = alloca(self.b, t)
+        self.b.position_at_end(saved)
+        return slot
+
+    def conform(self, value: ll.Value, have: Type, want: Type, what: str) -> None:
+        """Check at run time the static dimensions of `want` that `have` does not fix."""
+        have, want = self.layout.resolve(have), self.layout.resolve(want)
+        b = self.b
+        if isinstance(want, TensorType) and isinstance(have, TensorType) and want.rank:
+            unknown = [k for k, (h, w) in enumerate(zip(have.shape, want.shape, strict=True))
+                       if w is not None and h != w]
+            if not unknown:
+                return
+            t = Tensor(b, value, have)
+            bad = None
+            for k in unknown:
+                ne = b.icmp_signed("!=", t.dims[k], i64(want.shape[k]))  # type: ignore[arg-type]
+                bad = ne if bad is None else b.or_(bad, ne)
+            text, params = self.shape_text(t.dims)
+            assert bad is not None
+            self.fail_if(bad, f"{what} has shape {text}, expected {want}", params, inst=None)
+        elif isinstance(want, TupleType) and isinstance(have, TupleType):
+            for k, (h, w) in enumerate(zip(have.elements, want.elements, strict=True)):
+                self.conform(b.extract_value(value, k), h, w, f"{what}, element {k},")
+        elif isinstance(want, ArrayType) and isinstance(have, ArrayType):
+            for k in range(want.count):
+                self.conform(b.extract_value(value, k), have.element, want.element,
+                             f"{what}, element {k},")
+
+    def check_entry_arguments(self) -> None:
+        """The callee checks the static dimensions its parameters declare (a caller may pass
+        values whose dimensions it knows only at run time)."""
+        for k, (a, t) in enumerate(zip(self.fn.entry.arguments, self.fn.type_.arguments,
+                                       strict=True)):
+            have = dynamic_like(self.layout.resolve(t))
+            self.conform(self.values[a], have, t, f"argument {k} of '@{self.fn.name}'")
 
     def dying(self, inst: Instruction) -> set[Value]:
         return self.own.dying.get(inst, set())
@@ -570,6 +620,17 @@ class FunctionLowering:
     def load_scalar(self, ptr: ll.Value, t: TensorType) -> ll.Value:
         v = self.b.load(ptr, typ=element_type(t.dtype))
         return self.b.trunc(v, I1) if t.dtype.is_bool else v
+
+
+def dynamic_like(t: Type) -> Type:
+    """`t` with every tensor dimension dynamic."""
+    if isinstance(t, TensorType):
+        return t.with_shape((None,) * t.rank)
+    if isinstance(t, TupleType):
+        return TupleType(tuple(dynamic_like(e) for e in t.elements))
+    if isinstance(t, ArrayType):
+        return ArrayType(t.count, dynamic_like(t.element))
+    return t
 
 
 def element_pointer(b: ll.IRBuilder, t: TensorType, data: ll.Value, index: ll.Value

@@ -32,8 +32,20 @@ from dlvm.ir.types import (
     Type,
 )
 
-from .emit import add, gep, global_variable, i64, internal_function, is_const, memcpy, mul, product
+from .emit import (
+    add,
+    for_range,
+    gep,
+    global_variable,
+    i64,
+    internal_function,
+    is_const,
+    memcpy,
+    mul,
+    product,
+)
 from .function import FunctionLowering, Tensor, lowers, make_tensor, scalar_constant
+from .kernel import Region
 from .layout import I8, I64, PTR, element_size, element_type, scalar_type
 from .runtime import HEADER_BYTES, IMMORTAL
 
@@ -73,8 +85,6 @@ def splat(fl: FunctionLowering, t: TensorType, value: ll.Value, py: Any) -> ll.V
     if count <= SMALL_CONSTANT and py is not None:
         return constant_buffer(fl, t, np.full(count, py, numpy_dtype(t.dtype)))
     struct, data = fl.new_tensor(t, [i64(d) for d in t.shape])  # type: ignore[misc]
-    from .emit import for_range
-
     with for_range(fl.b, i64(0), i64(count), "splat") as i:
         fl.store_scalar(value, gep(fl.b, element_type(t.dtype), data, i))
     fl.temporaries.append((struct, t))
@@ -283,10 +293,9 @@ def check_same_shape(fl: FunctionLowering, dims: Sequence[ll.Value],
 def array_slot_element(fl: FunctionLowering, value: ll.Value, index: ll.Value,
                        t: ArrayType) -> tuple[ll.Value, ll.Value]:
     """(slot, element pointer) for a dynamic index into an array value."""
-    from .lower_control import result_slot
 
     at = fl.layout.lower(t)
-    slot = result_slot(fl, at)
+    slot = fl.result_slot(at)
     fl.b.store(value, slot)
     ptr = fl.b.gep(slot, [i64(0), index], inbounds=True, source_etype=at)
     return slot, ptr
@@ -522,8 +531,6 @@ BUILTIN_RULES = ("min", "max", "mean", "softmax")
 def lower_builtin(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     name = inst.builtin
     if name in ("min", "max"):
-        from .kernel import Region
-
         inputs = {v: v for v in dict.fromkeys(inst.args) if not isinstance(v, LiteralValue)}
         return Region(fl, [inst], fl.type, inputs, [inst]).lower()[0]
     if name == "mean":
@@ -538,12 +545,9 @@ def lower_builtin(fl: FunctionLowering, inst: Instruction) -> ll.Value:
 def sum_loop(fl: FunctionLowering, t: TensorType, data: ll.Value, start: ll.Value,
              n: ll.Value, f: Callable[[ll.Value], ll.Value] | None = None) -> ll.Value:
     """Σ f(data[start + i]) for i < n, in vector partial sums."""
-    from .emit import for_range
-    from .lower_control import result_slot
-
     b = fl.b
     st = scalar_type(t.dtype)
-    acc = result_slot(fl, st)
+    acc = fl.result_slot(st)
     b.store(ll.Constant(st, 0.0), acc)
     with for_range(b, i64(0), n, "sum") as i:
         x = b.load(gep(b, element_type(t.dtype), data, add(b, start, i)), typ=st)
@@ -567,9 +571,6 @@ def builtin_mean(fl: FunctionLowering, inst: Instruction) -> ll.Value:
 
 def builtin_softmax(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     """exp(x − max) / Σ exp(x − max) along the last dimension."""
-    from .emit import for_range
-    from .lower_control import result_slot
-
     b = fl.b
     x_v = inst.args[0]
     t = fl.tensor_type(x_v)
@@ -581,7 +582,7 @@ def builtin_softmax(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     n = x.dims[-1]
     rows = product(b, x.dims[:-1])
     elem = element_type(t.dtype)
-    mx = result_slot(fl, st)
+    mx = fl.result_slot(st)
     with for_range(b, i64(0), rows, "row") as r:
         start = mul(b, r, n)
         b.store(ll.Constant(st, float("-inf")), mx)

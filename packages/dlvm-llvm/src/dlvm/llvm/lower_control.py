@@ -14,69 +14,20 @@ from llvmlite import ir as ll
 
 from dlvm.ir import Block, Function, Instruction, Value
 from dlvm.ir.core import BranchTarget, DerivativeDecl
-from dlvm.ir.types import ArrayType, FunctionType, PointerType, TensorType, TupleType, Type
+from dlvm.ir.types import FunctionType, PointerType, Type
 
-from .emit import alloca, call_pointer, i32, i64
-from .function import FunctionLowering, Tensor, lowers
+from .emit import call_pointer, i32, i64
+from .function import FunctionLowering, lowers
 from .layout import I64, PTR
+from .lower_aggregate import enum_layout
+from .lower_memory import load_pointer
 from .runtime import CTX_DEPTH
 from .specialize import Spec
-
-
-def terminator(fl: FunctionLowering, inst: Instruction) -> None:
-    {"return": lower_return, "branch": lower_branch, "conditional": lower_conditional,
-     "branchEnum": lower_branch_enum}[inst.opcode](fl, inst)
-
-
-# ---------------------------------------------------------------- shape checks
-
-
-def conform(fl: FunctionLowering, value: ll.Value, have: Type, want: Type, what: str) -> None:
-    """Check at run time the static dimensions of `want` that `have` does not fix."""
-    have, want = fl.layout.resolve(have), fl.layout.resolve(want)
-    if isinstance(want, TensorType) and isinstance(have, TensorType) and want.rank:
-        unknown = [k for k, (h, w) in enumerate(zip(have.shape, want.shape, strict=True))
-                   if w is not None and h != w]
-        if not unknown:
-            return
-        t = Tensor(fl.b, value, have)
-        bad = None
-        for k in unknown:
-            ne = fl.b.icmp_signed("!=", t.dims[k], i64(want.shape[k]))  # type: ignore[arg-type]
-            bad = ne if bad is None else fl.b.or_(bad, ne)
-        text, params = fl.shape_text(t.dims)
-        assert bad is not None
-        fl.fail_if(bad, f"{what} has shape {text}, expected {want}", params, inst=None)
-    elif isinstance(want, TupleType) and isinstance(have, TupleType):
-        for k, (h, w) in enumerate(zip(have.elements, want.elements, strict=True)):
-            conform(fl, fl.b.extract_value(value, k), h, w, f"{what}, element {k},")
-    elif isinstance(want, ArrayType) and isinstance(have, ArrayType):
-        for k in range(want.count):
-            conform(fl, fl.b.extract_value(value, k), have.element, want.element,
-                    f"{what}, element {k},")
-
-
-def check_entry_arguments(fl: FunctionLowering) -> None:
-    """The callee checks the static dimensions its parameters declare (a caller may pass
-    values whose dimensions it knows only at run time)."""
-    for k, (a, t) in enumerate(zip(fl.fn.entry.arguments, fl.fn.type_.arguments, strict=True)):
-        have = _dynamic_like(fl.layout.resolve(t))
-        conform(fl, fl.values[a], have, t, f"argument {k} of '@{fl.fn.name}'")
-
-
-def _dynamic_like(t: Type) -> Type:
-    if isinstance(t, TensorType):
-        return t.with_shape((None,) * t.rank)
-    if isinstance(t, TupleType):
-        return TupleType(tuple(_dynamic_like(e) for e in t.elements))
-    if isinstance(t, ArrayType):
-        return ArrayType(t.count, _dynamic_like(t.element))
-    return t
-
 
 # ---------------------------------------------------------------- return
 
 
+@lowers("return")
 def lower_return(fl: FunctionLowering, inst: Instruction) -> None:
     b = fl.b
     v = inst.fields.get("value")
@@ -84,7 +35,7 @@ def lower_return(fl: FunctionLowering, inst: Instruction) -> None:
         for r in fl.own.consume_retains(inst):
             fl.retain(fl.value(r), fl.type(r))
         value = fl.value(v)
-        conform(fl, value, fl.type(v), fl.fn.type_.result, f"the result of '@{fl.fn.name}'")
+        fl.conform(value, fl.type(v), fl.fn.type_.result, f"the result of '@{fl.fn.name}'")
         b.store(value, fl.out)
     slot = fl.rt.slot(b, fl.ctx, CTX_DEPTH)
     b.store(b.sub(b.load(slot, typ=I64), i64(1)), slot)
@@ -112,7 +63,7 @@ def edge(fl: FunctionLowering, block: Block, target: BranchTarget, held: set[Val
     types = list(value_types) if value_types is not None else [fl.type(a) for a in target.args]
     name = fl.block_label(target.block)
     for k, (a, value, t) in enumerate(zip(target.block.arguments, args, types, strict=True)):
-        conform(fl, value, t, a.type, f"argument {k} of block '{name} of '@{fl.fn.name}'")
+        fl.conform(value, t, a.type, f"argument {k} of block '{name} of '@{fl.fn.name}'")
     for v in releases:
         fl.release(fl.value(v), fl.type(v))
     for a, value in zip(target.block.arguments, args, strict=True):
@@ -122,6 +73,7 @@ def edge(fl: FunctionLowering, block: Block, target: BranchTarget, held: set[Val
     return edge_block
 
 
+@lowers("branch")
 def lower_branch(fl: FunctionLowering, inst: Instruction) -> None:
     block = inst.block
     assert block is not None
@@ -129,6 +81,7 @@ def lower_branch(fl: FunctionLowering, inst: Instruction) -> None:
     fl.b.branch(edge(fl, block, inst.destination, held))
 
 
+@lowers("conditional")
 def lower_conditional(fl: FunctionLowering, inst: Instruction) -> None:
     block = inst.block
     assert block is not None
@@ -139,8 +92,8 @@ def lower_conditional(fl: FunctionLowering, inst: Instruction) -> None:
     fl.b.cbranch(cond, then, other)
 
 
+@lowers("branchEnum")
 def lower_branch_enum(fl: FunctionLowering, inst: Instruction) -> None:
-    from .lower_aggregate import enum_layout
 
     block = inst.block
     assert block is not None
@@ -179,13 +132,8 @@ def lower_branch_enum(fl: FunctionLowering, inst: Instruction) -> None:
 
 
 def result_slot(fl: FunctionLowering, t: ll.Type) -> ll.Value:
-    """A stack slot in the function's prologue (an alloca in a loop would grow the stack)."""
-    prologue = fl.llfn.blocks[0]
-    saved = fl.b.block
-    fl.b.position_at_start(prologue)
-    slot = alloca(fl.b, t)
-    fl.b.position_at_end(saved)
-    return slot
+    """`fl.result_slot(t)`, for the modules that still call it as a function."""
+    return fl.result_slot(t)
 
 
 @lowers("apply")
@@ -211,7 +159,6 @@ def lower_apply(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
         target = fl.value(callee)
         ct = fl.type(callee)
         if isinstance(ct, PointerType):  # a pointer to a function value: load it first
-            from .lower_memory import load_pointer
 
             target = load_pointer(fl, target, ct)
             ct = fl.layout.resolve(ct.pointee)
@@ -230,7 +177,7 @@ def call_function(fl: FunctionLowering, inst: Instruction, spec: Spec) -> ll.Val
     callee = inst.callee
     assert isinstance(callee, Function)
     for k, (a, t) in enumerate(zip(inst.args, callee.type_.arguments, strict=True)):
-        conform(fl, fl.value(a), fl.type(a), t, f"argument {k} of '@{callee.name}'")
+        fl.conform(fl.value(a), fl.type(a), t, f"argument {k} of '@{callee.name}'")
     target = fl.unit.function(spec)
     return call_with(fl, inst, target, target.function_type)
 
@@ -239,7 +186,7 @@ def call_with(fl: FunctionLowering, inst: Instruction, target: ll.Value,
               ftype: ll.FunctionType) -> ll.Value:
     b = fl.b
     result_type = fl.layout.lower(fl.type(inst))
-    slot = result_slot(fl, result_type)
+    slot = fl.result_slot(result_type)
     args = [fl.value(a) for a in inst.args]
     status = call_pointer(b, target, ftype, [fl.ctx, slot, *args])
     fl.check(status)

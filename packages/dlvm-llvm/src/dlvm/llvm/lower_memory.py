@@ -37,6 +37,7 @@ from dlvm.ir.types import BoxType, PointerType, TensorType, Type
 from .emit import add, for_range, gep, i32, i64, internal_function, memcpy, mul, product
 from .function import FunctionLowering, Tensor, lowers, make_tensor
 from .layout import I1, I8, I32, I64, POINTER, PTR, VOID, element_size
+from .lower_aggregate import as_i64, check_index, check_same_shape, key_steps, zero_value
 from .runtime import (
     BLOCK_CELL_SIZE,
     BLOCK_COUNT,
@@ -44,6 +45,7 @@ from .runtime import (
     BLOCK_INITIALIZED,
     BLOCK_REFS,
     BLOCK_RELEASE_CELLS,
+    CTX_GLOBALS,
     HEADER_BYTES,
     UNCOUNTED,
 )
@@ -111,7 +113,6 @@ def cell_zero(fl: FunctionLowering, t: Type) -> ll.Value:
     """The zero value a fresh cell starts with. The cell takes its reference: a large zero
     tensor's buffer (filled at run time) is not a temporary of the current instruction,
     which would release it when done."""
-    from .lower_aggregate import zero_value
 
     made = len(fl.temporaries)
     zero = zero_value(fl, t)
@@ -169,9 +170,8 @@ def read(fl: FunctionLowering, p: ll.Value, t: Type, what: str = "pointer") -> l
     rt = fl.layout.resolve(t)
     if not isinstance(rt, TensorType):
         return b.load(checked_address(fl, p, what, lt), typ=lt)
-    from .lower_control import result_slot
 
-    slot = result_slot(fl, lt)
+    slot = fl.result_slot(lt)
     with b.if_else(is_element(b, p)) as (element, plain):
         with element:
             struct = checked_address(fl, p, what, None)
@@ -220,7 +220,6 @@ def write(fl: FunctionLowering, p: ll.Value, t: Type, value: ll.Value,
             if rt.rank == 0:
                 fl.store_scalar(value, target)
             else:
-                from .lower_aggregate import check_same_shape
 
                 v = Tensor(b, value, rt)
                 rank = b.extract_value(p, 3)
@@ -240,9 +239,8 @@ def unshare(fl: FunctionLowering, struct: ll.Value, rank: ll.Value, t: TensorTyp
     buf = b.load(struct, typ=PTR)
     with b.if_then(b.icmp_signed("!=", b.load(buf, typ=I64), i64(1))):
         data = b.load(gep(b, PTR, struct, i64(1)), typ=PTR)
-        from .lower_control import result_slot
 
-        count = result_slot(fl, I64)
+        count = fl.result_slot(I64)
         b.store(i64(1), count)
         with for_range(b, i64(0), rank, "dim") as k:
             d = b.load(gep(b, I64, struct, b.add(i64(2), k)), typ=I64)
@@ -359,7 +357,6 @@ def lower_store(fl: FunctionLowering, inst: Instruction) -> None:
 def lower_element_pointer(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     """An address inside the pointee: a GEP through tuples, structs and arrays; past a
     tensor, the byte offset of the indexed elements (checked against its sizes)."""
-    from .lower_aggregate import as_i64, check_index, key_steps
 
     b = fl.b
     p = as_pointer(fl, inst, "pointer")
@@ -447,9 +444,8 @@ def check_span(fl: FunctionLowering, p: ll.Value, n: ll.Value, t: Type, problem:
                 rank = b.extract_value(p, 3)
                 last = b.sub(rank, i64(rt.rank + 1))  # the dimension of the last key
                 size = held_dim(fl, struct, last)
-                from .lower_control import result_slot
 
-                inner = result_slot(fl, I64)
+                inner = fl.result_slot(I64)
                 b.store(i64(1), inner)
                 with for_range(b, b.add(last, i64(1)), rank, "inner") as k:
                     b.store(b.mul(b.load(inner, typ=I64), held_dim(fl, struct, k)), inner)
@@ -490,9 +486,8 @@ def lower_copy(fl: FunctionLowering, inst: Instruction) -> None:
     strides: list[ll.Value | None] = [None, None]
     if isinstance(rt, TensorType):
         for k, p in enumerate((src, dst)):
-            from .lower_control import result_slot
 
-            slot = result_slot(fl, I64)
+            slot = fl.result_slot(I64)
             b.store(i64(0), slot)
             with b.if_then(b.and_(is_element(b, p), b.icmp_signed(">", n, i64(0)))):
                 b.store(element_stride(fl, p, rt), slot)
@@ -523,8 +518,6 @@ def global_pointer(fl: FunctionLowering, g: GlobalVariable) -> ll.Value:
     """A global's cell, zero-initialized on first use (as the interpreter does). Cells live
     in a table the context points to, so that every compiled function of an executable
     shares them."""
-    from .runtime import CTX_GLOBALS
-
     b = fl.b
     lt = fl.layout.lower(g.value_type)
     index = fl.unit.module.globals.index(g)
@@ -589,12 +582,11 @@ def lower_destroy_stack(fl: FunctionLowering, inst: Instruction) -> None:
 
 @lowers("push")
 def lower_push(fl: FunctionLowering, inst: Instruction) -> None:
-    from .lower_control import result_slot
 
     b = fl.b
     t = fl.type(inst.value)
     lt = fl.layout.lower(t)
-    slot = result_slot(fl, lt)
+    slot = fl.result_slot(lt)
     b.store(fl.value(inst.value), slot)
     status = b.call(fl.rt.get("stack_push"), [
         defined_stack(fl, inst), slot, size_of(b, lt), i64(fl.unit.type_id(inst.value.type)),
@@ -604,13 +596,12 @@ def lower_push(fl: FunctionLowering, inst: Instruction) -> None:
 
 @lowers("pop")
 def lower_pop(fl: FunctionLowering, inst: Instruction) -> ll.Value:
-    from .lower_control import conform, result_slot
 
     b = fl.b
     t = inst.type_
     lt = fl.layout.lower(t)
-    slot = result_slot(fl, lt)
-    top = result_slot(fl, I64)
+    slot = fl.result_slot(lt)
+    top = fl.result_slot(I64)
     status = b.call(fl.rt.get("stack_pop"), [defined_stack(fl, inst), slot, size_of(b, lt),
                                               i64(fl.unit.type_id(t))])
     fl.fail_if(b.icmp_signed("==", status, i32(1)), "pop from an empty stack")
@@ -622,5 +613,5 @@ def lower_pop(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     value = b.load(slot, typ=lt)
     rt = fl.layout.resolve(t)
     have = rt.with_shape((None,) * rt.rank) if isinstance(rt, TensorType) else rt
-    conform(fl, value, have, t, "popped value")
+    fl.conform(value, have, t, "popped value")
     return value
