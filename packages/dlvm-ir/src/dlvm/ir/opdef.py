@@ -61,9 +61,10 @@ TRAITS = frozenset(
         "commutative",  # swapping the two operands gives the same result
         "terminator",  # ends a block
         "side_effects",  # writes memory, or state visible to others
-        "may_trap",
+        "may_trap",  # may stop the program whatever its operands
+        "may_trap_on_integers",  # may stop the program on integer operands (x / 0)
         "cast",  # changes only shape or type metadata
-        "reduction",
+        "reduction",  # folds a tensor along dimensions (reduce, unbroadcast)
         "call",
     }
 )

@@ -67,14 +67,13 @@ MAX_GRID = 1 << 16  # blocks of a grid-stride loop
 SPLIT_MIN = 1 << 15  # reduced elements per output above which few outputs are split
 LAYOUT = ("padShape", "squeezeShape", "shapeCast", "transpose", "reverse", "slice",
           "concatenate")
-REDUCTIONS = ("reduce", "unbroadcast")
 
 
 def is_kernel_instruction(inst: Instruction) -> bool:
     """Whether `inst` can be part of a GPU region."""
     if inst.opcode in LAYOUT:
         return True
-    if inst.opcode in REDUCTIONS:
+    if inst.has_trait("reduction"):
         return is_region_instruction(inst)
     if not is_region_instruction(inst):
         return False
@@ -401,7 +400,7 @@ class RegionBuilder:
         groups: dict[tuple[int, ...], list[Value]] = {}
         reductions: list[Value] = []
         for v in self.outputs:
-            if isinstance(v, Instruction) and v.opcode in REDUCTIONS and v in self.members:
+            if isinstance(v, Instruction) and v.has_trait("reduction") and v in self.members:
                 reductions.append(v)
             else:
                 groups.setdefault(shape_of(self.types[v]), []).append(v)
@@ -684,7 +683,7 @@ class KernelContext:
         assert isinstance(v, Instruction) and v in region.members, v
         op = v.opcode
         shape = shape_of(region.types[v])
-        if op in REDUCTIONS:
+        if v.has_trait("reduction"):
             return self.reduction_at(v, idx)
         if op in LAYOUT:
             return getattr(self, "_layout_" + op)(v, idx, shape)

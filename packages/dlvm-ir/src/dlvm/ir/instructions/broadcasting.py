@@ -49,6 +49,6 @@ def _unbroadcast_eval(inst: Instruction, frame: Any) -> Any:
     return result_array(inst, sum_to_shape(x, np.shape(frame.get(inst.like))))
 
 
-define("unbroadcast", "$x like $like", _unbroadcast_rule, traits=("pure",),
+define("unbroadcast", "$x like $like", _unbroadcast_rule, traits=("pure", "reduction"),
        evaluate=_unbroadcast_eval, category="reduction",
        summary="sum over the dimensions along which the second operand was broadcast")

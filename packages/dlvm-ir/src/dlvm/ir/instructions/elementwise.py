@@ -146,6 +146,8 @@ NUMERIC_BINARY: dict[str, tuple[Callable[[Any, Any], Any], bool, str]] = {
     "modulo": (_modulo, False, "remainder of truncated division (sign of a)"),
     "power": (_power, False, "aᵇ"),
 }
+# On integers: x / 0, x mod 0 and x ^ -1 stop the program.
+INTEGER_TRAPS = frozenset({"divide", "truncateDivide", "floorDivide", "modulo", "power"})
 BOOLEAN_BINARY: dict[str, tuple[Callable[[Any, Any], Any], bool, str]] = {
     "and": (np.logical_and, True, "logical and"),
     "or": (np.logical_or, True, "logical or"),
@@ -230,7 +232,8 @@ for _table, _domain, _category in (
 ):
     for _name, (_fn2, _comm, _summary) in _table.items():
         define(_name, "$lhs , $rhs", _binary_rule(_domain),
-               traits=("pure", "elementwise", *(("commutative",) if _comm else ())),
+               traits=("pure", "elementwise", *(("commutative",) if _comm else ()),
+                       *(("may_trap_on_integers",) if _name in INTEGER_TRAPS else ())),
                evaluate=_binary_eval(_fn2), summary=_summary, category=_category)
 
 for _name, (_fn2, _comm, _summary) in COMPARE.items():

@@ -208,7 +208,7 @@ def _reduce_window_eval(inst: Instruction, frame: Any) -> Any:
 define("reduceWindow",
        "$x by $combinator:combinator init $init dims $dims:ints strides $strides:ints "
        "padding $padding:padding_mode",
-       _reduce_window_rule, traits=("pure", "reduction"), evaluate=_reduce_window_eval,
+       _reduce_window_rule, traits=("pure",), evaluate=_reduce_window_eval,
        category="reduction", summary="pooling: fold each window (padded with init)")
 
 # ---------------------------------------------------------------- dot

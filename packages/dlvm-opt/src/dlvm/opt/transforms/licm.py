@@ -56,7 +56,6 @@ NEVER_FAIL_WHEN_STATIC = frozenset({
     "padShape", "dot", "concatenate", "reduce", "reduceWindow", "scan", "convolve",
     "unbroadcast", "builtin",
 })
-INTEGER_TRAPS = frozenset({"divide", "truncateDivide", "floorDivide", "modulo", "power"})
 SAFE_BUILTINS = frozenset({"softmax", "min", "max", "mean"})
 
 
@@ -146,7 +145,7 @@ def may_fail(inst: Instruction, module: Module) -> bool:
     op = inst.opcode
     if not (inst.has_trait("elementwise") or op in NEVER_FAIL_WHEN_STATIC):
         return True  # calls, slice, shape casts, and instructions with effects
-    if op in INTEGER_TRAPS and not all(
+    if inst.has_trait("may_trap_on_integers") and not all(
             isinstance(t, TensorType) and t.dtype.is_float
             for t in (module.resolve(v.type) for v in inst.operands)):
         return True  # x / 0, x mod 0, x ^ -1 on integers
