@@ -10,6 +10,7 @@ from dlvm.ir.core import iter_nested
 from dlvm.ir.types import TensorType, TupleType, Type
 
 from .errors import DifferentiationError
+from .invariance import invariant_shifts
 from .rules import NONDIFFERENTIABLE
 
 
@@ -36,8 +37,11 @@ def varied_values(fn: Function, wrt: list[Value], module: Module) -> set[Value]:
     """The values that depend on `wrt` through differentiable data flow (a fixpoint).
 
     A stack onto which a varied value is pushed is *active*: it is in the set, and
-    float values popped from it are varied (a generated gradient's tape is one).
+    float values popped from it are varied (a generated gradient's tape is one). A shift
+    that only shift-invariant results use (softmax's maximum, `invariance.py`) has a zero
+    derivative: it is a constant to AD.
     """
+    constant = invariant_shifts(fn, module)
     varied: set[Value] = set(wrt)
     changed = True
     while changed:
@@ -53,6 +57,7 @@ def varied_values(fn: Function, wrt: list[Value], module: Module) -> set[Value]:
                     varied.add(inst.stack)  # an active stack: its pops carry derivatives
                     changed = True
                 if inst not in varied and inst.opcode not in NONDIFFERENTIABLE and \
+                        inst not in constant and \
                         carries_derivative(inst.type, module) and \
                         any(v in varied for v in uses(inst)):
                     varied.add(inst)

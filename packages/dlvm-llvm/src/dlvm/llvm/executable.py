@@ -4,7 +4,10 @@
 (`convert_argument`), finds the build of `@name` for their shapes — compiling it on first
 use, or loading it from the disk cache — and calls its entry function through ctypes.
 Results are numpy arrays over the buffers the code allocated (numpy frees them), so nothing
-is copied; a result that is one of the arguments, or that a global still holds, is copied.
+is copied; a result that is one of the arguments, or that a global still holds, is copied
+(`results.py`). Arguments that went in unconverted prepare their signature (class, dtype,
+shape, contiguity): the next arguments of that signature go straight to the build, so a
+call costs a tuple of attributes, a dictionary look-up and the native call.
 
 A function gets a build per distinct argument shapes, up to `max_specializations`; beyond
 that (or with `specialize=False`) one build with the function's own `_` dimensions serves
@@ -14,11 +17,11 @@ every shape. Each thread calling an executable has a context of its own.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import operator
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +36,7 @@ from . import arrays, blas, jit, lowering  # noqa: F401
 from .entry import EntryABI, Leaf, build_entry
 from .function import CompileUnit, ErrorSite, instruction_at, where
 from .layout import Layout
+from .results import RECLAIMER, ResultReader, ResultSlots, words
 from .rules import plugin_rules_key
 from .runtime import (
     CTX_CLOCK,
@@ -47,76 +51,12 @@ from .runtime import (
     N_PARAMS,
 )
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"))
-_free = _libc.free
-_free.argtypes = [ctypes.c_void_p]
 _HELPER1 = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _HELPER2 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
-
-
-class Reclaimer:
-    """Buffers the compiled code handed to Python, back for reuse once numpy is done.
-
-    A result is a pool buffer that leaves the pool with its array. Freeing it to libc when
-    the array dies would hand large buffers back to the kernel, and the next call would
-    fault a fresh one in page by page (for a 16 MB result that costs more than computing
-    it). So a dead result's buffer waits here, and the next call on any thread puts it on
-    that thread's free lists before it runs (Python holds the GIL for both steps, so native
-    code never races with this). At most `limit` bytes wait; beyond that, libc frees them.
-    """
-
-    def __init__(self, limit: int = 1 << 31) -> None:
-        self.pending: list[tuple[int, int]] = []  # (buffer, size class)
-        self.bytes = 0
-        self.limit = limit
-
-    def put(self, buf: int) -> None:
-        cls = ctypes.c_int64.from_address(buf + 8).value
-        size = 64 << cls if cls >= 0 else 0
-        if cls < 0 or self.bytes + size > self.limit:
-            _free(buf)
-            return
-        self.pending.append((buf, cls))
-        self.bytes += size
-
-    def drain(self, memory: np.ndarray) -> None:
-        """Put the waiting buffers on the free lists of the context `memory`."""
-        pending, self.pending, self.bytes = self.pending, [], 0
-        for buf, cls in pending:
-            slot = CTX_FREE + cls
-            ctypes.c_int64.from_address(buf + 16).value = int(memory[slot])
-            memory[slot] = buf
-
-
-RECLAIMER = Reclaimer()
-
-
-class _Owner:
-    """Gives a buffer the compiled code handed to Python back when numpy no longer needs
-    it."""
-
-    __slots__ = ("buf",)
-
-    def __init__(self, buf: int) -> None:
-        self.buf = buf
-
-    def __del__(self) -> None:
-        try:
-            RECLAIMER.put(self.buf)
-        except Exception:  # at interpreter exit the reclaimer may be gone
-            _free(self.buf)
-
-
-class _View:
-    """An `__array_interface__` over a buffer, keeping the buffer's owner alive."""
-
-    __slots__ = ("__array_interface__", "owner")
-
-    def __init__(self, owner: _Owner, data: int, shape: tuple[int, ...], dtype: np.dtype[Any]
-                 ) -> None:
-        self.owner = owner
-        self.__array_interface__ = {"data": (data, False), "shape": shape,
-                                    "typestr": dtype.str, "version": 3}
+# what picks a prepared call: an argument passed as it is (an ndarray of the build's dtype,
+# C-contiguous) has the signature it was prepared for
+_SIGNATURE = operator.attrgetter("__class__", "dtype", "shape", "flags.c_contiguous")
+_PREPARED_LIMIT = 4096  # signatures remembered per executable (generic builds take any)
 
 
 @dataclass
@@ -139,56 +79,28 @@ class NativeFunction:
         signature = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
                                      *[ctypes.py_object] * len(self.abi.args))
         self.entry = signature(self.address)
+        self.reader = ResultReader(self.abi.results, self.result_dtypes)
+        self.result_slots = self.abi.result_slots
 
-    def __call__(self, ctx: Context, leaves: list[np.ndarray]) -> list[np.ndarray]:
-        """Call with the arguments' arrays (C-contiguous, of the right dtypes: the caller
-        converts them)."""
-        results, address = ctx.results(self.abi.result_slots)
+    def __call__(self, ctx: Context, leaves: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+        """Call with the arguments' arrays (C-contiguous, of the right dtypes and shapes:
+        the caller converts and checks them)."""
+        return self.reader.read(self.run(ctx, leaves), self.release, ctx.address)
+
+    def call_one(self, ctx: Context, leaves: Sequence[np.ndarray]) -> np.ndarray:
+        """`__call__` of a build whose one result is a tensor: that result."""
+        return self.reader.read_one(self.run(ctx, leaves), self.release, ctx.address)
+
+    def run(self, ctx: Context, leaves: Sequence[np.ndarray]) -> ResultSlots:
+        """Run the entry function; the slots it wrote the results to."""
+        slots = ctx.slots
+        if self.result_slots > slots.size:
+            slots = ctx.grow(self.result_slots)
         if RECLAIMER.pending:
-            RECLAIMER.drain(ctx.memory)
-        status = self.entry(ctx.address, address, *leaves)
-        if status:
+            RECLAIMER.drain(ctx.words, CTX_FREE)
+        if self.entry(ctx.address, slots.address, *leaves):
             raise ExecutionError(ctx.error(self))
-        return self.wrap(ctx, results)
-
-    def wrap(self, ctx: Context, results: np.ndarray) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
-        counts: dict[int, int] = {}
-        leaves = self.abi.results
-        for leaf in leaves:
-            if leaf.type.rank:
-                buf = int(results[leaf.slot])
-                counts[buf] = counts.get(buf, 0) + 1
-        # Whether Python may own a buffer is decided on its count before any is released:
-        # copying one result drops that result's reference, and a later result of the same
-        # buffer (a global's value returned twice) must not then look like the only holder.
-        owners: dict[int, _Owner | None] = {}
-        for buf, n in counts.items():
-            if buf:
-                count = ctypes.c_int64.from_address(buf).value
-                owners[buf] = _Owner(buf) if count == n else None
-        for leaf, dtype in zip(leaves, self.result_dtypes, strict=True):
-            if leaf.type.rank == 0:
-                raw = results[leaf.slot:leaf.slot + 1].view(np.uint8)[:dtype.itemsize]
-                out.append(raw.view(dtype).reshape(()).copy())
-                continue
-            buf, data = int(results[leaf.slot]), int(results[leaf.slot + 1])
-            shape = tuple(results[leaf.slot + 2:leaf.slot + 2 + leaf.type.rank].tolist())
-            if not buf:  # a value that was never defined
-                out.append(np.zeros(shape, dtype))
-                continue
-            owner = owners[buf]
-            if owner is not None:
-                out.append(np.asarray(_View(owner, data, shape, dtype)))
-                continue
-            # not ours alone (an argument's, a constant's, a global's): copy it, and drop the
-            # reference the result held (a count below zero marks memory nobody counts)
-            size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            raw = (ctypes.c_char * size).from_address(data) if size else b""
-            out.append(np.frombuffer(bytes(raw), dtype).reshape(shape).copy())
-            if ctypes.c_int64.from_address(buf).value > 0:
-                self.release(ctx.address, buf)
-        return out
+        return slots
 
 
 class Context:
@@ -197,20 +109,18 @@ class Context:
     def __init__(self, executable: LLVMExecutable) -> None:
         self.memory = np.zeros(CTX_SLOTS, np.int64)
         self.address = self.memory.ctypes.data
+        self.words = words(self.memory)
         self.memory[CTX_THREADS] = executable.threads
         self.memory[CTX_GLOBALS] = executable.globals_table.ctypes.data
         self.memory[CTX_RNG] = executable.rng_id
         self.memory[CTX_CLOCK] = time.CLOCK_MONOTONIC
         self.executable = weakref.ref(executable)
-        self._results = np.zeros(64, np.int64)
-        self._results_address = self._results.ctypes.data
+        self.slots = ResultSlots()
 
-    def results(self, slots: int) -> tuple[np.ndarray, int]:
-        """The slots a call writes its results to (reused: calls on a context are serial)."""
-        if slots > len(self._results):
-            self._results = np.zeros(2 * slots, np.int64)
-            self._results_address = self._results.ctypes.data
-        return self._results, self._results_address
+    def grow(self, slots: int) -> ResultSlots:
+        """Result slots for a call that writes `slots` of them."""
+        self.slots = ResultSlots(2 * slots)
+        return self.slots
 
     def error(self, fn: NativeFunction) -> str:
         from .fallback import PYTHON_ERROR
@@ -246,8 +156,8 @@ class LLVMExecutable(ir.Executable):
         self.engine = jit.Engine()
         self.text = ir.print_module(module)
         self.builds: dict[tuple[str, tuple[Any, ...]], NativeFunction] = {}
-        # the argument dtypes of functions whose arguments are all tensors (the fast path)
-        self.fast: dict[str, list[np.dtype[Any]]] = {}
+        # (name, argument signatures) → build, for arguments that need no conversion
+        self.prepared: dict[tuple[str, tuple[Any, ...]], NativeFunction] = {}
         self.per_function: dict[str, int] = {}
         self.lock = threading.Lock()
         self.local = threading.local()
@@ -272,18 +182,50 @@ class LLVMExecutable(ir.Executable):
     # ------------------------------------------------------------ calling
 
     def call(self, name: str, *args: Any) -> tuple[np.ndarray, ...]:
+        try:  # arrays of a signature prepared before: nothing to check or convert
+            native = self.prepared[name, tuple(map(_SIGNATURE, args))]
+        except (KeyError, AttributeError, TypeError):
+            return self.call_converting(name, args)
+        try:
+            ctx = self.local.ctx
+        except AttributeError:
+            ctx = self.context()
+        if self.timeout is not None:
+            self.set_deadline(ctx)
+        return native(ctx, args)
+
+    def _make_function(self, name: str) -> Callable[..., Any]:
+        """`exe["f"]`, with the prepared path of `call` inlined where `@f` returns one array
+        (the commonest case, and the one where the call is most of the time)."""
+        general = super()._make_function(name)
+        name = name.removeprefix("@")
+        fn = self.module.function(name)
+        result = self.module.resolve(fn.type_.result) if fn is not None else None
+        if not isinstance(result, TensorType) or not result.rank:
+            return general
+        prepared, local = self.prepared, self.local
+
+        def call(*args: Any) -> Any:
+            try:
+                native = prepared[name, tuple(map(_SIGNATURE, args))]
+                ctx = local.ctx
+            except (KeyError, AttributeError, TypeError):
+                return general(*args)
+            if self.timeout is not None:
+                self.set_deadline(ctx)
+            return native.call_one(ctx, args)
+
+        call.__name__ = call.__qualname__ = name
+        call.__doc__ = general.__doc__
+        return call
+
+    def call_converting(self, name: str, args: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
+        """`call` for arguments seen the first time, or that need converting or checking
+        (with a one-line error for any that does not fit)."""
         ctx = self.context()
         if self.timeout is not None:
-            ctx.memory[CTX_DEADLINE] = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(
-                self.timeout * 1e9)
-        dtypes = self.fast.get(name)
-        if dtypes is not None and len(args) == len(dtypes) and all(
-                type(a) is np.ndarray and a.dtype is d and a.flags.c_contiguous
-                for a, d in zip(args, dtypes, strict=True)):
-            # arrays of the right dtypes, contiguous, of shapes seen before: straight in
-            native = self.builds.get((name, tuple(a.shape for a in args)))
-            if native is not None:
-                return tuple(native(ctx, list(args)))
+            self.set_deadline(ctx)
+        given = name
         name = name.removeprefix("@")
         fn = self.module.function(name)
         if fn is None or not fn.blocks:
@@ -296,9 +238,18 @@ class LLVMExecutable(ir.Executable):
         for k, (a, t) in enumerate(zip(args, ftype.arguments, strict=True)):
             leaves.extend(np.ascontiguousarray(x) for x in self.convert(a, t, f"argument {k}"))
         native = self.build(fn, leaves)
-        if all(isinstance(self.module.resolve(t), TensorType) for t in ftype.arguments):
-            self.fast[name] = [x.dtype for x in leaves]
-        return tuple(native(ctx, leaves))
+        if len(leaves) == len(args) and all(x is a for x, a in zip(leaves, args, strict=True)):
+            # every argument went in as it was (a tensor, checked): the next arguments of
+            # its signature go straight in
+            if len(self.prepared) >= _PREPARED_LIMIT:
+                self.prepared.clear()
+            self.prepared[given, tuple(map(_SIGNATURE, args))] = native
+        return native(ctx, leaves)
+
+    def set_deadline(self, ctx: Context) -> None:
+        assert self.timeout is not None
+        ctx.memory[CTX_DEADLINE] = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(
+            self.timeout * 1e9)
 
     def convert(self, value: Any, t: Type, what: str) -> list[np.ndarray]:
         t = self.module.resolve(t)
