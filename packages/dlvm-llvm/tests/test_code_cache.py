@@ -149,13 +149,13 @@ def test_a_damaged_entry_is_compiled_again_with_one_warning(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         np.testing.assert_array_equal(run(), X * 3)
-    assert compiled == ["obj"]
+    assert compiled == ["jit"]
     messages = [str(w.message) for w in caught if issubclass(w.category, jit.CacheWarning)]
     assert len(messages) == 1 and "damaged" in messages[0], messages
     assert "\n" not in messages[0]
     if damage not in STAYS:  # rewritten whole: the next executable loads it
         np.testing.assert_array_equal(run(), X * 3)
-        assert compiled == ["obj"]
+        assert compiled == ["jit"]
 
 
 def test_a_whole_entry_loads_without_llvm_or_warning(
@@ -175,7 +175,7 @@ def test_a_missing_file_is_a_quiet_miss(cache: Path, monkeypatch: pytest.MonkeyP
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_array_equal(run(), X * 3)
-    assert compiled == ["obj"]
+    assert compiled == ["jit"]
 
 
 def test_the_digest_covers_the_key_the_object_and_the_description() -> None:

@@ -32,7 +32,7 @@ from dlvm.ir.runtime import ExecutionError, convert_argument, numpy_dtype
 from dlvm.ir.types import ArrayType, TensorType, TupleType, Type
 
 # `lowering` completes DLVM's rule tables before any function is lowered
-from . import arrays, blas, jit, lowering  # noqa: F401
+from . import arrays, blas, jit, lowering, workers  # noqa: F401
 from .entry import EntryABI, Leaf, build_entry
 from .function import CompileUnit, ErrorSite, instruction_at, where
 from .layout import Layout
@@ -57,6 +57,10 @@ _HELPER2 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 # C-contiguous) has the signature it was prepared for
 _SIGNATURE = operator.attrgetter("__class__", "dtype", "shape", "flags.c_contiguous")
 _PREPARED_LIMIT = 4096  # signatures remembered per executable (generic builds take any)
+# A module this large (DLVM instructions; a training step has about a hundred) may lower to
+# enough LLVM IR to be compiled in parts by worker processes (`jit.emit`): they are started
+# when a build of it is not in the cache, and get ready while it is lowered.
+PARALLEL_COMPILE_MIN = 64
 
 
 @dataclass
@@ -155,6 +159,8 @@ class LLVMExecutable(ir.Executable):
         self.disk = jit.DiskCache() if cache else None
         self.engine = jit.Engine()
         self.text = ir.print_module(module)
+        self.instruction_count = sum(len(b.instructions) for f in module.functions
+                                     for b in f.blocks)
         self.builds: dict[tuple[str, tuple[Any, ...]], NativeFunction] = {}
         # (name, argument signatures) → build, for arguments that need no conversion
         self.prepared: dict[tuple[str, tuple[Any, ...]], NativeFunction] = {}
@@ -326,6 +332,8 @@ class LLVMExecutable(ir.Executable):
         if cached is not None:
             obj, abi, sites, type_names, helpers, fallbacks = cached
         else:
+            if self.instruction_count >= PARALLEL_COMPILE_MIN:
+                workers.prewarm()  # they start while this process lowers the function
             unit = CompileUnit(self.module, f"k{key[:16]}", threads=self.threads,
                                timeout=self.timeout)
             spec = unit.specializer.spec(fn, arg_types)
@@ -333,7 +341,7 @@ class LLVMExecutable(ir.Executable):
             unit.lower_all()
             helpers = unit.rt.export_helpers(unit.llmod.name)
             text = str(unit.llmod)
-            obj = jit.emit(text, "obj", self.opt_level)  # type: ignore[assignment]
+            obj = jit.emit(text, "jit", self.opt_level)  # type: ignore[assignment]
             sites, type_names = unit.sites, unit.type_names
             fallbacks = unit.fallbacks
             if fallbacks:
