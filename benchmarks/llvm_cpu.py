@@ -1,14 +1,13 @@
 """llvm-cpu against numpy, PyTorch (eager and torch.compile), JAX and ONNX Runtime.
 
     python benchmarks/llvm_cpu.py [--repeat N] [--threads T] [--json results.json]
-                                  [--only mlp_train,rnn,...]
+                                  [--only mlp_train,rnn,threads,...]
 
 Every framework runs the same workload, in float32, with the same number of threads, in one
 process; each is timed as the median of repeated runs after warm-up, and every result is
-checked against numpy before it counts. Peers that are not installed are skipped with a
-note. The table gives each time, DLVM's ratio to the best peer (the target: at most the
-issue's ratio), and how far DLVM is from the machine's limits: the FLOPs at the measured
-sgemm rate and the bytes at the measured copy bandwidth.
+checked against numpy before it counts. The table gives each time, DLVM's ratio to the
+best peer (the target: at most the issue's ratio), and how far DLVM is from the machine's
+limits: the FLOPs at the measured sgemm rate and the bytes at the measured copy bandwidth.
 
 Workloads:
 1. mlp_train  — MLP 784-512-512-10, tanh, mean softmax cross-entropy, batch 128: forward,
@@ -20,6 +19,12 @@ Workloads:
 5. rnn        — tanh RNN, hidden 256, batch 32, 50 steps as a loop in the IR, forward and
    backpropagation through time (≤ 0.75×).
 6. compile    — cold compile of workload 1, and a load from the disk cache (≤ 0.5 s, ≤ 50 ms).
+7. threads    — workload 1 at thread budgets 1, 2, … the cores, and 2× and 4× the cores
+   (oversubscribed), with GEMMs split by DLVM's pool or by OpenBLAS, idle and with one busy
+   process beside it (N threads ≤ 1.1× N/2; under load ≤ 1.5× idle).
+
+A peer that fails (not installed, or an error) is reported as unavailable with the reason,
+and the others are measured.
 """
 
 from __future__ import annotations
@@ -289,19 +294,37 @@ def describe_machine(threads: int) -> dict[str, Any]:
 # ---------------------------------------------------------------- peers
 
 
-def torch_module() -> Any:
+@contextlib.contextmanager
+def numpy_blas_threads(n: int) -> Any:
+    """numpy's OpenBLAS at `n` threads while a numpy peer is timed: DLVM sets it to one
+    thread (its own pool splits GEMMs), which would handicap the peer."""
+    from threadpoolctl import ThreadpoolController
+
+    with ThreadpoolController().limit(limits=n, user_api="blas"):
+        yield
+
+
+def unavailable(peer: str, error: BaseException) -> str:
+    """A peer that could not run, and why (one line)."""
+    reason = str(error).splitlines()[0][:120] if str(error) else ""
+    return f"{peer}: unavailable ({type(error).__name__}{': ' + reason if reason else ''})"
+
+
+def torch_module(row: Row) -> Any:
     try:
         import torch
-    except ImportError:
+    except Exception as e:  # not installed, or a broken install
+        row.notes.append(unavailable("torch", e))
         return None
     return torch
 
 
-def jax_module() -> Any:
+def jax_module(row: Row) -> Any:
     try:
         import jax
         import jax.numpy as jnp  # noqa: F401
-    except ImportError:
+    except Exception as e:
+        row.notes.append(unavailable("jax.jit", e))
         return None
     return jax
 
@@ -358,56 +381,63 @@ def bench_mlp_train(args: argparse.Namespace, rows: list[Row]) -> None:
     got = step(*p, x, y, lr)
     check("dlvm mlp_train", got, want)
     row.times["dlvm"] = median_time(lambda: step(*p, x, y, lr), args.repeat)
-    row.times["numpy"] = median_time(lambda: numpy_mlp_step(p, x, y, lr), args.repeat)
-    torch = torch_module()
+    with numpy_blas_threads(args.threads):
+        row.times["numpy"] = median_time(lambda: numpy_mlp_step(p, x, y, lr), args.repeat)
+    torch = torch_module(row)
     if torch is not None:
-        torch.set_num_threads(args.threads)
-        tp = [torch.tensor(q, requires_grad=True) for q in p]
-        tx, ty = torch.tensor(x), torch.tensor(y)
-
-        def loss_fn(q: list[Any]) -> Any:
-            h1 = torch.tanh(tx @ q[0] + q[1])
-            h2 = torch.tanh(h1 @ q[2] + q[3])
-            s = h2 @ q[4] + q[5]
-            return -(torch.log_softmax(s, 1) * ty).sum() / batch
-
-        def torch_step(fn: Callable[[list[Any]], Any]) -> list[Any]:
-            for q in tp:
-                q.grad = None
-            loss = fn(tp)
-            loss.backward()
-            with torch.no_grad():
-                return [q - lr * q.grad for q in tp] + [loss.detach()]
-
-        check("torch mlp_train", [t.detach().numpy() for t in torch_step(loss_fn)], want)
-        row.times["torch"] = median_time(lambda: torch_step(loss_fn), args.repeat)
         try:
-            compiled = torch.compile(loss_fn)
-            check("torch.compile mlp_train",
-                  [t.detach().numpy() for t in torch_step(compiled)], want)
-            row.times["torch.compile"] = median_time(lambda: torch_step(compiled), args.repeat)
-        except Exception as e:  # a compiler missing on the machine
-            row.notes.append(f"torch.compile: {type(e).__name__}")
-    jax = jax_module()
+            torch.set_num_threads(args.threads)
+            tp = [torch.tensor(q, requires_grad=True) for q in p]
+            tx, ty = torch.tensor(x), torch.tensor(y)
+
+            def loss_fn(q: list[Any]) -> Any:
+                h1 = torch.tanh(tx @ q[0] + q[1])
+                h2 = torch.tanh(h1 @ q[2] + q[3])
+                s = h2 @ q[4] + q[5]
+                return -(torch.log_softmax(s, 1) * ty).sum() / batch
+
+            def torch_step(fn: Callable[[list[Any]], Any]) -> list[Any]:
+                for q in tp:
+                    q.grad = None
+                loss = fn(tp)
+                loss.backward()
+                with torch.no_grad():
+                    return [q - lr * q.grad for q in tp] + [loss.detach()]
+
+            check("torch mlp_train", [t.detach().numpy() for t in torch_step(loss_fn)], want)
+            row.times["torch"] = median_time(lambda: torch_step(loss_fn), args.repeat)
+            try:
+                compiled = torch.compile(loss_fn)
+                check("torch.compile mlp_train",
+                      [t.detach().numpy() for t in torch_step(compiled)], want)
+                row.times["torch.compile"] = median_time(lambda: torch_step(compiled), args.repeat)
+            except Exception as e:  # a compiler missing on the machine
+                row.notes.append(unavailable("torch.compile", e))
+        except Exception as e:  # a peer that fails is reported, not fatal
+            row.notes.append(unavailable("torch", e))
+    jax = jax_module(row)
     if jax is not None:
-        import jax.numpy as jnp
+        try:
+            import jax.numpy as jnp
 
-        def jloss(q: list[Any], xx: Any, yy: Any) -> Any:
-            h1 = jnp.tanh(xx @ q[0] + q[1])
-            h2 = jnp.tanh(h1 @ q[2] + q[3])
-            s = h2 @ q[4] + q[5]
-            return -(jax.nn.log_softmax(s, 1) * yy).sum() / batch
+            def jloss(q: list[Any], xx: Any, yy: Any) -> Any:
+                h1 = jnp.tanh(xx @ q[0] + q[1])
+                h2 = jnp.tanh(h1 @ q[2] + q[3])
+                s = h2 @ q[4] + q[5]
+                return -(jax.nn.log_softmax(s, 1) * yy).sum() / batch
 
-        @jax.jit
-        def jstep(q: list[Any], xx: Any, yy: Any) -> Any:
-            loss, g = jax.value_and_grad(jloss)(q, xx, yy)
-            return [a - lr * b for a, b in zip(q, g, strict=True)] + [loss]
+            @jax.jit
+            def jstep(q: list[Any], xx: Any, yy: Any) -> Any:
+                loss, g = jax.value_and_grad(jloss)(q, xx, yy)
+                return [a - lr * b for a, b in zip(q, g, strict=True)] + [loss]
 
-        jp = [jnp.asarray(q) for q in p]
-        jx, jy = jnp.asarray(x), jnp.asarray(y)
-        check("jax mlp_train", [np.asarray(t) for t in jstep(jp, jx, jy)], want)
-        row.times["jax.jit"] = median_time(
-            lambda: jax.block_until_ready(jstep(jp, jx, jy)), args.repeat)
+            jp = [jnp.asarray(q) for q in p]
+            jx, jy = jnp.asarray(x), jnp.asarray(y)
+            check("jax mlp_train", [np.asarray(t) for t in jstep(jp, jx, jy)], want)
+            row.times["jax.jit"] = median_time(
+                lambda: jax.block_until_ready(jstep(jp, jx, jy)), args.repeat)
+        except Exception as e:  # a peer that fails is reported, not fatal
+            row.notes.append(unavailable("jax.jit", e))
     rows.append(row)
 
 
@@ -426,43 +456,52 @@ def bench_mlp_infer(args: argparse.Namespace, rows: list[Row]) -> None:
     row.times["dlvm"] = median_time(lambda: predict(*p, x), args.repeat * 20)
     row.times["numpy"] = median_time(
         lambda: np.tanh(np.tanh(x @ w1 + b1) @ w2 + b2) @ w3 + b3, args.repeat * 20)
-    torch = torch_module()
+    torch = torch_module(row)
     if torch is not None:
-        tp = [torch.tensor(q) for q in p]
-        tx = torch.tensor(x)
+        try:
+            tp = [torch.tensor(q) for q in p]
+            tx = torch.tensor(x)
 
-        def tforward(xx: Any) -> Any:
-            return torch.tanh(torch.tanh(xx @ tp[0] + tp[1]) @ tp[2] + tp[3]) @ tp[4] + tp[5]
+            def tforward(xx: Any) -> Any:
+                return torch.tanh(torch.tanh(xx @ tp[0] + tp[1]) @ tp[2] + tp[3]) @ tp[4] + tp[5]
 
-        with torch.no_grad():
-            check("torch mlp_infer", [tforward(tx).numpy()], want)
-            row.times["torch"] = median_time(lambda: tforward(tx), args.repeat * 20)
-            try:
-                compiled = torch.compile(tforward)
-                check("torch.compile mlp_infer", [compiled(tx).numpy()], want)
-                row.times["torch.compile"] = median_time(lambda: compiled(tx),
-                                                         args.repeat * 20)
+            with torch.no_grad():
+                check("torch mlp_infer", [tforward(tx).numpy()], want)
+                row.times["torch"] = median_time(lambda: tforward(tx), args.repeat * 20)
+                try:
+                    compiled = torch.compile(tforward)
+                    check("torch.compile mlp_infer", [compiled(tx).numpy()], want)
+                    row.times["torch.compile"] = median_time(lambda: compiled(tx),
+                                                             args.repeat * 20)
+                except Exception as e:
+                    row.notes.append(unavailable("torch.compile", e))
+            try:  # the model comes from torch's exporter, which needs onnx
+                onnx_time = onnx_runtime_infer(torch, tforward, tx, x, want, args)
+                if onnx_time is not None:
+                    row.times["onnxruntime"] = onnx_time
+                else:
+                    row.notes.append("onnxruntime: unavailable (not installed)")
             except Exception as e:
-                row.notes.append(f"torch.compile: {type(e).__name__}")
-        onnx_time = onnx_runtime_infer(torch, tforward, tx, x, want, args)
-        if onnx_time is not None:
-            row.times["onnxruntime"] = onnx_time
-        else:
-            row.notes.append("onnxruntime: not installed")
-    jax = jax_module()
+                row.notes.append(unavailable("onnxruntime", e))
+        except Exception as e:  # a peer that fails is reported, not fatal
+            row.notes.append(unavailable("torch", e))
+    jax = jax_module(row)
     if jax is not None:
-        import jax.numpy as jnp
+        try:
+            import jax.numpy as jnp
 
-        jp = [jnp.asarray(q) for q in p]
+            jp = [jnp.asarray(q) for q in p]
 
-        @jax.jit
-        def jforward(xx: Any) -> Any:
-            return jnp.tanh(jnp.tanh(xx @ jp[0] + jp[1]) @ jp[2] + jp[3]) @ jp[4] + jp[5]
+            @jax.jit
+            def jforward(xx: Any) -> Any:
+                return jnp.tanh(jnp.tanh(xx @ jp[0] + jp[1]) @ jp[2] + jp[3]) @ jp[4] + jp[5]
 
-        jx = jnp.asarray(x)
-        check("jax mlp_infer", [np.asarray(jforward(jx))], want)
-        row.times["jax.jit"] = median_time(lambda: jax.block_until_ready(jforward(jx)),
-                                           args.repeat * 20)
+            jx = jnp.asarray(x)
+            check("jax mlp_infer", [np.asarray(jforward(jx))], want)
+            row.times["jax.jit"] = median_time(lambda: jax.block_until_ready(jforward(jx)),
+                                               args.repeat * 20)
+        except Exception as e:  # a peer that fails is reported, not fatal
+            row.notes.append(unavailable("jax.jit", e))
     rows.append(row)
 
 
@@ -516,47 +555,53 @@ def bench_elementwise(args: argparse.Namespace, rows: list[Row]) -> None:
     grad.times["dlvm"] = median_time(lambda: gradient(a, b, c, dy), args.repeat)
     fwd.times["numpy"] = median_time(np_forward, args.repeat)
     grad.times["numpy"] = median_time(np_gradient, args.repeat)
-    torch = torch_module()
+    torch = torch_module(fwd)
     if torch is not None:
-        ta, tb, tc, tdy = (torch.tensor(v) for v in (a, b, c, dy))
-
-        def tf(aa: Any) -> Any:
-            return torch.tanh(aa * tb + tc) * torch.sigmoid(aa - tc)
-
-        def tg(f: Callable[[Any], Any]) -> Any:
-            aa = ta.detach().requires_grad_()
-            (g,) = torch.autograd.grad(f(aa), aa, tdy)
-            return g
-
-        with torch.no_grad():
-            fwd.times["torch"] = median_time(lambda: tf(ta), args.repeat)
-        grad.times["torch"] = median_time(lambda: tg(tf), args.repeat)
-        check("torch ew_gradient", [tg(tf).numpy()], [np_gradient()], 1e-4, 1e-5)
         try:
-            cf = torch.compile(tf)
+            ta, tb, tc, tdy = (torch.tensor(v) for v in (a, b, c, dy))
+
+            def tf(aa: Any) -> Any:
+                return torch.tanh(aa * tb + tc) * torch.sigmoid(aa - tc)
+
+            def tg(f: Callable[[Any], Any]) -> Any:
+                aa = ta.detach().requires_grad_()
+                (g,) = torch.autograd.grad(f(aa), aa, tdy)
+                return g
+
             with torch.no_grad():
-                check("torch.compile ew_forward", [cf(ta).numpy()], [np_forward()], 1e-5, 1e-6)
-                fwd.times["torch.compile"] = median_time(lambda: cf(ta), args.repeat)
-            check("torch.compile ew_gradient", [tg(cf).numpy()], [np_gradient()], 1e-4, 1e-5)
-            grad.times["torch.compile"] = median_time(lambda: tg(cf), args.repeat)
-        except Exception as e:
-            fwd.notes.append(f"torch.compile: {type(e).__name__}")
-    jax = jax_module()
+                fwd.times["torch"] = median_time(lambda: tf(ta), args.repeat)
+            grad.times["torch"] = median_time(lambda: tg(tf), args.repeat)
+            check("torch ew_gradient", [tg(tf).numpy()], [np_gradient()], 1e-4, 1e-5)
+            try:
+                cf = torch.compile(tf)
+                with torch.no_grad():
+                    check("torch.compile ew_forward", [cf(ta).numpy()], [np_forward()], 1e-5, 1e-6)
+                    fwd.times["torch.compile"] = median_time(lambda: cf(ta), args.repeat)
+                check("torch.compile ew_gradient", [tg(cf).numpy()], [np_gradient()], 1e-4, 1e-5)
+                grad.times["torch.compile"] = median_time(lambda: tg(cf), args.repeat)
+            except Exception as e:
+                fwd.notes.append(unavailable("torch.compile", e))
+        except Exception as e:  # a peer that fails is reported, not fatal
+            fwd.notes.append(unavailable("torch", e))
+    jax = jax_module(fwd)
     if jax is not None:
-        import jax.numpy as jnp
+        try:
+            import jax.numpy as jnp
 
-        ja, jb, jc, jdy = (jnp.asarray(v) for v in (a, b, c, dy))
+            ja, jb, jc, jdy = (jnp.asarray(v) for v in (a, b, c, dy))
 
-        def jf(aa: Any) -> Any:
-            return jnp.tanh(aa * jb + jc) * jax.nn.sigmoid(aa - jc)
+            def jf(aa: Any) -> Any:
+                return jnp.tanh(aa * jb + jc) * jax.nn.sigmoid(aa - jc)
 
-        jfwd = jax.jit(jf)
-        jgrad = jax.jit(lambda aa, d: jax.vjp(jf, aa)[1](d)[0])
-        check("jax ew_forward", [np.asarray(jfwd(ja))], [np_forward()], 1e-5, 1e-6)
-        check("jax ew_gradient", [np.asarray(jgrad(ja, jdy))], [np_gradient()], 1e-4, 1e-5)
-        fwd.times["jax.jit"] = median_time(lambda: jax.block_until_ready(jfwd(ja)), args.repeat)
-        grad.times["jax.jit"] = median_time(lambda: jax.block_until_ready(jgrad(ja, jdy)),
-                                            args.repeat)
+            jfwd = jax.jit(jf)
+            jgrad = jax.jit(lambda aa, d: jax.vjp(jf, aa)[1](d)[0])
+            check("jax ew_forward", [np.asarray(jfwd(ja))], [np_forward()], 1e-5, 1e-6)
+            check("jax ew_gradient", [np.asarray(jgrad(ja, jdy))], [np_gradient()], 1e-4, 1e-5)
+            fwd.times["jax.jit"] = median_time(lambda: jax.block_until_ready(jfwd(ja)), args.repeat)
+            grad.times["jax.jit"] = median_time(lambda: jax.block_until_ready(jgrad(ja, jdy)),
+                                                args.repeat)
+        except Exception as e:  # a peer that fails is reported, not fatal
+            fwd.notes.append(unavailable("jax.jit", e))
     rows += [fwd, grad]
 
 
@@ -582,40 +627,46 @@ def bench_softmax(args: argparse.Namespace, rows: list[Row]) -> None:
     check("dlvm softmax_ce", dloss(s, y), np_both(), 1e-4, 1e-7)
     row.times["dlvm"] = median_time(lambda: dloss(s, y), args.repeat)
     row.times["numpy"] = median_time(np_both, args.repeat)
-    torch = torch_module()
+    torch = torch_module(row)
     if torch is not None:
-        ts, tl = torch.tensor(s), torch.tensor(labels)
-
-        def tboth(f: Callable[[Any, Any], Any]) -> list[Any]:
-            ss = ts.detach().requires_grad_()
-            loss = f(ss, tl)
-            (g,) = torch.autograd.grad(loss, ss)
-            return [g, loss.detach()]
-
-        ce = torch.nn.functional.cross_entropy
-        check("torch softmax_ce", [t.numpy() for t in tboth(ce)], np_both(), 1e-4, 1e-7)
-        row.times["torch"] = median_time(lambda: tboth(ce), args.repeat)
         try:
-            cce = torch.compile(ce)
-            check("torch.compile softmax_ce", [t.numpy() for t in tboth(cce)], np_both(),
-                  1e-4, 1e-7)
-            row.times["torch.compile"] = median_time(lambda: tboth(cce), args.repeat)
-        except Exception as e:
-            row.notes.append(f"torch.compile: {type(e).__name__}")
-    jax = jax_module()
+            ts, tl = torch.tensor(s), torch.tensor(labels)
+
+            def tboth(f: Callable[[Any, Any], Any]) -> list[Any]:
+                ss = ts.detach().requires_grad_()
+                loss = f(ss, tl)
+                (g,) = torch.autograd.grad(loss, ss)
+                return [g, loss.detach()]
+
+            ce = torch.nn.functional.cross_entropy
+            check("torch softmax_ce", [t.numpy() for t in tboth(ce)], np_both(), 1e-4, 1e-7)
+            row.times["torch"] = median_time(lambda: tboth(ce), args.repeat)
+            try:
+                cce = torch.compile(ce)
+                check("torch.compile softmax_ce", [t.numpy() for t in tboth(cce)], np_both(),
+                      1e-4, 1e-7)
+                row.times["torch.compile"] = median_time(lambda: tboth(cce), args.repeat)
+            except Exception as e:
+                row.notes.append(unavailable("torch.compile", e))
+        except Exception as e:  # a peer that fails is reported, not fatal
+            row.notes.append(unavailable("torch", e))
+    jax = jax_module(row)
     if jax is not None:
-        import jax.numpy as jnp
+        try:
+            import jax.numpy as jnp
 
-        js, jy = jnp.asarray(s), jnp.asarray(y)
+            js, jy = jnp.asarray(s), jnp.asarray(y)
 
-        def jloss(ss: Any) -> Any:
-            return -(jax.nn.log_softmax(ss, 1) * jy).sum() / rows_
+            def jloss(ss: Any) -> Any:
+                return -(jax.nn.log_softmax(ss, 1) * jy).sum() / rows_
 
-        jboth = jax.jit(jax.value_and_grad(jloss))
-        loss, g = jboth(js)
-        check("jax softmax_ce", [np.asarray(g), np.asarray(loss)], np_both(), 1e-4, 1e-7)
-        row.times["jax.jit"] = median_time(lambda: jax.block_until_ready(jboth(js)),
-                                           args.repeat)
+            jboth = jax.jit(jax.value_and_grad(jloss))
+            loss, g = jboth(js)
+            check("jax softmax_ce", [np.asarray(g), np.asarray(loss)], np_both(), 1e-4, 1e-7)
+            row.times["jax.jit"] = median_time(lambda: jax.block_until_ready(jboth(js)),
+                                               args.repeat)
+        except Exception as e:  # a peer that fails is reported, not fatal
+            row.notes.append(unavailable("jax.jit", e))
     rows.append(row)
 
 
@@ -652,48 +703,55 @@ def bench_rnn(args: argparse.Namespace, rows: list[Row]) -> None:
     dloss = exe["dloss"]
     check("dlvm rnn", dloss(w, u, b, xs, h0), np_both(), 2e-3, 2e-4)
     row.times["dlvm"] = median_time(lambda: dloss(w, u, b, xs, h0), args.repeat)
-    row.times["numpy"] = median_time(np_both, args.repeat)
-    torch = torch_module()
+    with numpy_blas_threads(args.threads):
+        row.times["numpy"] = median_time(np_both, args.repeat)
+    torch = torch_module(row)
     if torch is not None:
-        tw, tu, tb = (torch.tensor(v, requires_grad=True) for v in (w, u, b))
-        txs, th0 = torch.tensor(xs), torch.tensor(h0)
-
-        def tloss(ww: Any, uu: Any, bb: Any) -> Any:
-            h = th0
-            for t in range(steps):
-                h = torch.tanh(txs[t] @ ww + h @ uu + bb)
-            return (h * h).sum() / batch
-
-        def tboth(f: Callable[..., Any]) -> list[Any]:
-            loss = f(tw, tu, tb)
-            g = torch.autograd.grad(loss, [tw, tu, tb])
-            return [*g, loss.detach()]
-
-        check("torch rnn", [t.numpy() for t in tboth(tloss)], np_both(), 2e-3, 2e-4)
-        row.times["torch"] = median_time(lambda: tboth(tloss), args.repeat)
         try:
-            ctl = torch.compile(tloss)
-            check("torch.compile rnn", [t.numpy() for t in tboth(ctl)], np_both(), 2e-3, 2e-4)
-            row.times["torch.compile"] = median_time(lambda: tboth(ctl), args.repeat)
-        except Exception as e:
-            row.notes.append(f"torch.compile: {type(e).__name__}")
-    jax = jax_module()
+            tw, tu, tb = (torch.tensor(v, requires_grad=True) for v in (w, u, b))
+            txs, th0 = torch.tensor(xs), torch.tensor(h0)
+
+            def tloss(ww: Any, uu: Any, bb: Any) -> Any:
+                h = th0
+                for t in range(steps):
+                    h = torch.tanh(txs[t] @ ww + h @ uu + bb)
+                return (h * h).sum() / batch
+
+            def tboth(f: Callable[..., Any]) -> list[Any]:
+                loss = f(tw, tu, tb)
+                g = torch.autograd.grad(loss, [tw, tu, tb])
+                return [*g, loss.detach()]
+
+            check("torch rnn", [t.numpy() for t in tboth(tloss)], np_both(), 2e-3, 2e-4)
+            row.times["torch"] = median_time(lambda: tboth(tloss), args.repeat)
+            try:
+                ctl = torch.compile(tloss)
+                check("torch.compile rnn", [t.numpy() for t in tboth(ctl)], np_both(), 2e-3, 2e-4)
+                row.times["torch.compile"] = median_time(lambda: tboth(ctl), args.repeat)
+            except Exception as e:
+                row.notes.append(unavailable("torch.compile", e))
+        except Exception as e:  # a peer that fails is reported, not fatal
+            row.notes.append(unavailable("torch", e))
+    jax = jax_module(row)
     if jax is not None:
-        import jax.numpy as jnp
+        try:
+            import jax.numpy as jnp
 
-        def jloss(ww: Any, uu: Any, bb: Any, xx: Any) -> Any:
-            def cell(h: Any, x: Any) -> tuple[Any, None]:
-                return jnp.tanh(x @ ww + h @ uu + bb), None
+            def jloss(ww: Any, uu: Any, bb: Any, xx: Any) -> Any:
+                def cell(h: Any, x: Any) -> tuple[Any, None]:
+                    return jnp.tanh(x @ ww + h @ uu + bb), None
 
-            h, _ = jax.lax.scan(cell, jnp.asarray(h0), xx)
-            return (h * h).sum() / batch
+                h, _ = jax.lax.scan(cell, jnp.asarray(h0), xx)
+                return (h * h).sum() / batch
 
-        jboth = jax.jit(jax.value_and_grad(jloss, argnums=(0, 1, 2)))
-        jargs = [jnp.asarray(v) for v in (w, u, b, xs)]
-        loss, g = jboth(*jargs)
-        check("jax rnn", [*map(np.asarray, g), np.asarray(loss)], np_both(), 2e-3, 2e-4)
-        row.times["jax.jit"] = median_time(lambda: jax.block_until_ready(jboth(*jargs)),
-                                           args.repeat)
+            jboth = jax.jit(jax.value_and_grad(jloss, argnums=(0, 1, 2)))
+            jargs = [jnp.asarray(v) for v in (w, u, b, xs)]
+            loss, g = jboth(*jargs)
+            check("jax rnn", [*map(np.asarray, g), np.asarray(loss)], np_both(), 2e-3, 2e-4)
+            row.times["jax.jit"] = median_time(lambda: jax.block_until_ready(jboth(*jargs)),
+                                               args.repeat)
+        except Exception as e:  # a peer that fails is reported, not fatal
+            row.notes.append(unavailable("jax.jit", e))
     rows.append(row)
 
 
@@ -731,6 +789,94 @@ def bench_compile(args: argparse.Namespace, rows: list[Row]) -> dict[str, float]
             "load from disk cache (s)": load}
 
 
+# ---------------------------------------------------------------- threads and load
+
+
+@contextlib.contextmanager
+def busy_process() -> Any:
+    """One process spinning on a core beside the benchmark, as another program would."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def thread_counts(cores: int) -> list[int]:
+    """1, 2, 4, … up to the cores, then two oversubscribed counts (2× and 4× the cores)."""
+    counts = [1]
+    while counts[-1] * 2 <= cores:
+        counts.append(counts[-1] * 2)
+    if counts[-1] != cores:
+        counts.append(cores)
+    return [*counts, 2 * cores, 4 * cores]
+
+
+def bench_threads(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The MLP training step at each thread budget, under both GEMM strategies, idle and
+    with one busy process beside. Measurements of one table are interleaved (round-robin,
+    best of `rounds` medians), so that drift of a shared machine hits every cell alike."""
+    import dlvm.llvm as dlvm_llvm
+    from dlvm.llvm import blas, threads
+
+    rng = np.random.default_rng(0)
+    p = mlp_params(rng)
+    x = rng.random((128, 784), F32)
+    y = np.eye(10, dtype=F32)[rng.integers(0, 10, 128)]
+    lr = F32(0.1)
+    counts = thread_counts(threads.usable_cpus())
+    dlvm_llvm.set_num_threads(max(counts))
+    step = ir.compile(ir.parse(mlp_text(128)), "llvm-cpu")["train_step"]
+    check("dlvm mlp_train (threads)", step(*p, x, y, lr), numpy_mlp_step(p, x, y, lr))
+    strategies = ["pool", "openblas"] if blas.available() else ["pool"]
+    out: list[dict[str, Any]] = []
+    rounds, per = 3, max(5, args.repeat // 2)
+    for load in ("idle", "one busy process"):
+        best: dict[tuple[str, int], float] = {}
+        with busy_process() if load != "idle" else contextlib.nullcontext():
+            for _ in range(rounds):
+                for strategy in strategies:
+                    blas.set_gemm_strategy(strategy)
+                    for n in counts:
+                        dlvm_llvm.set_num_threads(n)
+                        t = median_time(lambda: step(*p, x, y, lr), per, warmup=2)
+                        best[strategy, n] = min(best.get((strategy, n), t), t)
+        for (strategy, n), t in best.items():
+            out.append({"load": load, "gemm": strategy, "threads": n, "time_s": t})
+    blas.set_gemm_strategy("pool")
+    dlvm_llvm.set_num_threads(args.threads)
+    return out
+
+
+def print_threads(results: list[dict[str, Any]]) -> None:
+    counts = sorted({r["threads"] for r in results})
+    cores = max(counts) // 4
+    print(f"\nmlp_train by thread budget ({cores} cores; more threads than cores is "
+          "oversubscribed), best of 3 interleaved medians:")
+    print(" | ".join(["load", "GEMMs by", *(f"{n} threads" for n in counts),
+                      "worst N / N/2"]))
+    by = {(r["load"], r["gemm"], r["threads"]): r["time_s"] for r in results}
+    for load in ("idle", "one busy process"):
+        for strategy in ("pool", "openblas"):
+            times = [by.get((load, strategy, n)) for n in counts]
+            if None in times:
+                continue
+            worst = max(times[k] / times[k - 1] for k in range(1, len(times)))  # type: ignore[operator]
+            print(" | ".join([load, strategy, *(f"{1e3 * t:.2f} ms" for t in times),  # type: ignore[operator]
+                              f"{worst:.2f}×"]))
+    for strategy in ("pool", "openblas"):
+        ratios = [by[("one busy process", strategy, n)] / by[("idle", strategy, n)]
+                  for n in counts if ("idle", strategy, n) in by]
+        if ratios:
+            print(" | ".join(["under load / idle", strategy, *(f"{r:.2f}×" for r in ratios),
+                              ""]))
+
+
 BENCHES = {"mlp_train": bench_mlp_train, "mlp_infer": bench_mlp_infer,
            "elementwise": bench_elementwise, "softmax_ce": bench_softmax, "rnn": bench_rnn}
 
@@ -738,10 +884,15 @@ BENCHES = {"mlp_train": bench_mlp_train, "mlp_infer": bench_mlp_infer,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="the thread budget (default: the CPUs the process may use)")
     parser.add_argument("--json", default="")
     parser.add_argument("--only", default="")
     args = parser.parse_args()
+    import dlvm.llvm as dlvm_llvm
+
+    args.threads = args.threads or dlvm_llvm.get_num_threads()
+    dlvm_llvm.set_num_threads(args.threads)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     machine = describe_machine(args.threads)
     flops, bandwidth = machine_limits(args.threads)
@@ -750,6 +901,7 @@ def main() -> None:
     for name in chosen:
         BENCHES[name](args, rows)
     compile_times = bench_compile(args, rows) if not args.only or "compile" in args.only else {}
+    scaling = bench_threads(args) if not args.only or "threads" in args.only else []
     frameworks = sorted({k for r in rows for k in r.times}, key=lambda k: (k != "dlvm", k))
     print(f"machine: {machine['cpu']} ({machine['host_cpu']}), {machine['cores']} cores, "
           f"{args.threads} threads; sgemm {flops / 1e9:.1f} GFLOP/s, copy "
@@ -772,10 +924,13 @@ def main() -> None:
                     "flops": r.flops, "bytes": r.bytes, "limit_s": limit, "notes": r.notes})
     for k, v in compile_times.items():
         print(f"{k}: {v:.3f}")
+    if scaling:
+        print_threads(scaling)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"machine": machine, "sgemm_flops": flops, "copy_bytes_per_s": bandwidth,
-                       "workloads": out, "compile": compile_times}, f, indent=2)
+                       "workloads": out, "compile": compile_times, "threads": scaling}, f,
+                      indent=2)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .rules import lowering_rule, scalar_rule
     from .scalar import SCALAR, ScalarEmitter
     from .target import LLVMCPUTarget
+    from .threads import get_num_threads, set_num_threads
 
 # Loaded on first use: every `dlvm` command imports the plugin module beside this one, and
 # LLVM need not load for a command that compiles nothing. Any name read from here comes
@@ -31,7 +32,9 @@ __getattr__ = lazy_exports(__name__, {
     "LOWER": ".lowering", "CompileError": ".function", "CompileUnit": ".function",
     "FunctionLowering": ".function", "lowering_rule": ".rules", "scalar_rule": ".rules",
     "SCALAR": ".scalar", "ScalarEmitter": ".scalar", "LLVMCPUTarget": ".target",
+    "get_num_threads": ".threads", "set_num_threads": ".threads",
 }, before=lambda: importlib.import_module(".lowering", __name__))
 
 __all__ = ["LOWER", "SCALAR", "CompileError", "CompileUnit", "FunctionLowering",
-           "LLVMCPUTarget", "ScalarEmitter", "lowering_rule", "scalar_rule"]
+           "LLVMCPUTarget", "ScalarEmitter", "get_num_threads", "lowering_rule",
+           "scalar_rule", "set_num_threads"]

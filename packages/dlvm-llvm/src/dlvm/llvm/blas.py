@@ -8,9 +8,15 @@ pool in the process: no second copy, no oversubscription between numpy and DLVM.
 Compiled code calls `dlvm_sgemm`, `dlvm_dgemm` and, for a product with a single row or
 column, `dlvm_sgemv` / `dlvm_dgemv` (CBLAS row-major signatures with i64 sizes; OpenBLAS's
 gemm is several times slower than its gemv on one row); `register_symbols` points those
-names at the library before code is loaded. Where numpy
-brings no such library (a numpy built against another BLAS), `dot` runs a generated loop
-nest, and `available()` says so.
+names before code is loaded: the GEMMs at the thread pool's wrappers (`pool.py`), which split
+a large product over the process's thread budget with OpenBLAS on one thread, the GEMVs at
+the library. Where numpy brings no such library (a numpy built against another BLAS), `dot`
+runs a generated loop nest, and `available()` says so.
+
+`limit_threads` gives OpenBLAS its share of the budget through threadpoolctl: one thread
+while DLVM's pool splits GEMMs (the default, "pool"), the whole budget when OpenBLAS does
+("openblas", `set_gemm_strategy`). Either way numpy's own products in this process run with
+that many threads too: there is one OpenBLAS in the process, and one owner of the cores.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import glob
 import os
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import llvmlite.binding as llvm
 
@@ -78,13 +85,76 @@ def available() -> bool:
 
 
 def register_symbols() -> bool:
-    """Make `dlvm_sgemm`/`dlvm_dgemm` resolvable by the JIT; False without a BLAS."""
+    """Make `dlvm_sgemm`/`dlvm_dgemm` (the pool's splitting wrappers) and `dlvm_sgemv`/
+    `dlvm_dgemv` (the library's) resolvable by the JIT; False without a BLAS."""
     blas = find()
     if blas is None:
         return False
-    for name in ("sgemm", "dgemm", "sgemv", "dgemv"):
+    from . import pool
+
+    for name, where in pool.gemm_addresses().items():
+        llvm.add_symbol(f"dlvm_{name}", where)
+    for name in ("sgemv", "dgemv"):
         llvm.add_symbol(f"dlvm_{name}", getattr(blas, name))
     return True
+
+
+STRATEGIES = ("pool", "openblas")
+_strategy = "pool"
+
+
+def gemm_strategy() -> str:
+    return _strategy
+
+
+def set_gemm_strategy(strategy: str) -> None:
+    """Who runs a large GEMM on several threads: "pool" (DLVM's pool splits it, OpenBLAS
+    on one thread; the default) or "openblas" (OpenBLAS's own threads, the budget's worth).
+    For measuring one against the other; see `pool.py`."""
+    global _strategy
+    if strategy not in STRATEGIES:
+        raise ValueError(f"GEMM strategy must be one of {', '.join(STRATEGIES)}, found "
+                         f"{strategy!r}")
+    _strategy = strategy
+    from . import threads
+
+    threads.apply()
+
+
+@cache
+def _controllers() -> list[Any]:
+    """threadpoolctl's controllers of numpy's OpenBLAS (scanning the loaded libraries costs
+    ~0.2 ms: done once)."""
+    blas = find()
+    if blas is None:
+        return []
+    from threadpoolctl import ThreadpoolController
+
+    found = ThreadpoolController().select(user_api="blas").lib_controllers
+    mine = os.path.realpath(blas.path)
+    return [c for c in found if os.path.realpath(c.filepath) == mine]
+
+
+def blas_threads(budget: int) -> int:
+    """OpenBLAS's share of a budget under the current strategy."""
+    return budget if _strategy == "openblas" else 1
+
+
+def limit_threads(budget: int) -> None:
+    """Set numpy's OpenBLAS to its share of `budget`. With the pthreads OpenBLAS,
+    threadpoolctl lets only one thread set limits; giving that up at once lets the next
+    call come from any thread."""
+    for controller in _controllers():
+        controller.set_num_threads(blas_threads(budget))
+        clear = getattr(type(controller), "clear_controlling_thread", None)
+        if clear is not None:
+            clear(force=True)
+
+
+def current_threads() -> int | None:
+    """OpenBLAS's thread count now, or None without it."""
+    found = _controllers()
+    return found[0].get_num_threads() if found else None
 
 
 def describe() -> str:

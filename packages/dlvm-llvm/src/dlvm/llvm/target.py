@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass
 
@@ -10,7 +9,7 @@ import dlvm.ir as ir
 from dlvm.ir.plugin import PluginWarning
 from dlvm.ir.target import check_option
 
-from . import jit
+from . import jit, threads
 from .executable import LLVMExecutable
 from .function import CompileUnit, instruction_at
 from .optimize import optimized
@@ -18,10 +17,11 @@ from .rules import load_plugin_rules
 
 
 def default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    """The threads an executable compiled with `threads=0` is built for: the CPUs the process
+    may use, or the budget if it is larger. The native pool caps each job at the budget of
+    the moment, so set_num_threads can later lower it, or raise it up to this number,
+    without a rebuild."""
+    return max(threads.get_num_threads(), threads.usable_cpus())
 
 
 @dataclass
@@ -31,7 +31,10 @@ class LLVMCPUTarget(ir.Target):
     `passes`: the pipeline run before code generation, on a copy (default `O3`, which fuses
     element-wise code into kernels; "" for none; skipped, with a warning, when dlvm-opt is
     not installed);
-    `threads`: cores that large kernels split over (default: all the process may use);
+    `threads`: cores that large kernels split over (default 0: the process's budget,
+    `dlvm.llvm.set_num_threads` or `DLVM_NUM_THREADS`, else the CPUs it may use; a number
+    lowers the budget for this executable's kernels, it never raises it; GEMMs follow the
+    process's budget);
     `opt_level`: LLVM's optimization level 0–3; `cache`: keep compiled code on disk
     (`$DLVM_CACHE_DIR`); `specialize`: a build per argument shapes (else one build with the
     functions' own `_` dimensions); `max_specializations`: builds per function before

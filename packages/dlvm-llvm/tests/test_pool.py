@@ -1,0 +1,221 @@
+"""The native thread pool: every chunk runs once, the first error comes back, jobs from
+several Python threads at once, the thread budget caps every job, and GEMMs split over the
+pool give BLAS's results with every transpose flag and awkward sizes."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from llvmlite import ir as ll
+
+import dlvm.ir as ir
+from dlvm.llvm import blas, jit, pool, threads
+from dlvm.llvm.emit import for_range, gep, i64
+from dlvm.llvm.layout import I32, I64, PTR
+
+
+@pytest.fixture(autouse=True)
+def restore_budget() -> Iterator[None]:
+    yield
+    threads.set_num_threads(None)
+
+
+def native_tasks() -> dict[str, int]:
+    """count(closure, begin, end): closure[i] += 1 for i in [begin, end) (atomically);
+    fail(closure, begin, end): the first non-zero closure[i] of the range (0: success)."""
+    m = ll.Module("pool.tests")
+    count = ll.Function(m, ll.FunctionType(I32, [PTR, I64, I64]), "pool_test_count")
+    b = ll.IRBuilder(count.append_basic_block("entry"))
+    c, lo, hi = count.args
+    with for_range(b, lo, hi) as i:
+        b.atomic_rmw("add", gep(b, I64, c, i), i64(1), "monotonic")
+    b.ret(ll.Constant(I32, 0))
+    fail = ll.Function(m, ll.FunctionType(I32, [PTR, I64, I64]), "pool_test_fail")
+    b = ll.IRBuilder(fail.append_basic_block("entry"))
+    c, lo, hi = fail.args
+    first = b.alloca(I64)
+    b.store(i64(0), first)
+    with for_range(b, lo, hi) as i:
+        value = b.load(gep(b, I64, c, i), typ=I64)
+        keep = b.icmp_signed("!=", b.load(first, typ=I64), i64(0))
+        b.store(b.select(keep, b.load(first, typ=I64), value), first)
+    b.ret(b.trunc(b.load(first, typ=I64), I32))
+    engine = jit.Engine()
+    engine.load(jit.emit(str(m), "obj", 2))  # type: ignore[arg-type]
+    native_tasks.engine = engine  # type: ignore[attr-defined]
+    return {"count": engine.address("pool_test_count"),
+            "fail": engine.address("pool_test_fail")}
+
+
+TASKS = native_tasks()
+PARALLEL_FOR = pool.PARALLEL_FOR(pool.address())
+
+
+def run_count(total: int, chunks: int, n: int) -> np.ndarray:
+    hits = np.zeros(max(total, 1), np.int64)
+    assert PARALLEL_FOR(TASKS["count"], hits.ctypes.data, total, chunks, n) == 0
+    return hits[:total]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+def test_every_chunk_runs_exactly_once(n: int) -> None:
+    threads.set_num_threads(n)
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        total, chunks = int(rng.integers(0, 200)), int(rng.integers(1, 50))
+        hits = run_count(total, chunks, n)
+        assert (hits == 1).all(), (total, chunks)
+
+
+def test_chunks_cover_the_range_in_the_pieces_asked_for() -> None:
+    threads.set_num_threads(4)
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    @ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    def record(closure: int, begin: int, end: int) -> int:
+        with lock:
+            seen.append((begin, end))
+        return 0
+
+    where = ctypes.cast(record, ctypes.c_void_p).value
+    assert PARALLEL_FOR(where, None, 10, 4, 4) == 0
+    assert sorted(seen) == [(0, 2), (2, 5), (5, 7), (7, 10)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_the_first_error_comes_back_and_the_next_job_runs_clean(n: int) -> None:
+    threads.set_num_threads(n)
+    status = np.zeros(64, np.int64)  # chunk c of 64 over 64 elements begins at c
+    status[37] = 5
+    assert PARALLEL_FOR(TASKS["fail"], status.ctypes.data, 64, 64, n) == 5
+    status[3] = 9  # two failing chunks: one of their statuses, never a mix of both
+    assert PARALLEL_FOR(TASKS["fail"], status.ctypes.data, 64, 64, n) in (5, 9)
+    assert PARALLEL_FOR(TASKS["fail"], status.ctypes.data, 64, 64, 1) == 9  # in order
+    assert (run_count(100, 10, n) == 1).all()
+    status[:] = 0
+    assert PARALLEL_FOR(TASKS["fail"], status.ctypes.data, 64, 64, n) == 0
+
+
+def test_jobs_from_several_python_threads_at_once() -> None:
+    threads.set_num_threads(3)
+    errors: list[str] = []
+
+    def caller(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(1500):
+            total, chunks = int(rng.integers(1, 300)), int(rng.integers(1, 40))
+            hits = run_count(total, chunks, 3)
+            if not (hits == 1).all():
+                errors.append(f"total {total}, chunks {chunks}: {hits}")
+
+    callers = [threading.Thread(target=caller, args=(s,)) for s in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert not errors, errors[:3]
+
+
+def test_the_budget_caps_the_threads_a_job_asks_for() -> None:
+    threads.set_num_threads(8)
+    assert PARALLEL_FOR(TASKS["count"], np.zeros(64, np.int64).ctypes.data, 64, 64, 8) == 0
+    assert pool.workers() >= 7  # seven workers exist now
+    threads.set_num_threads(2)
+    ids: set[int] = set()
+    lock = threading.Lock()
+    hits = [0]
+
+    @ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    def who(closure: int, begin: int, end: int) -> int:
+        with lock:
+            ids.add(threading.get_native_id())
+            hits[0] += 1
+        return 0
+
+    where = ctypes.cast(who, ctypes.c_void_p).value
+    for _ in range(50):
+        ids.clear()
+        assert PARALLEL_FOR(where, None, 64, 64, 16) == 0
+        assert len(ids) <= 2  # the caller and one worker, though the job asked for 16
+    assert hits[0] == 50 * 64
+
+
+def test_set_num_threads_reaches_openblas_and_the_getter() -> None:
+    threads.set_num_threads(3)
+    assert threads.get_num_threads() == 3
+    if blas.available():
+        assert blas.current_threads() == 1  # the pool splits GEMMs: OpenBLAS on one thread
+        blas.set_gemm_strategy("openblas")
+        try:
+            assert blas.current_threads() == 3
+        finally:
+            blas.set_gemm_strategy("pool")
+        assert blas.current_threads() == 1
+    threads.set_num_threads(None)
+    assert threads.get_num_threads() == threads.usable_cpus() or threads.ENV
+
+
+def test_a_strategy_that_does_not_exist_is_refused() -> None:
+    with pytest.raises(ValueError, match="GEMM strategy must be one of pool, openblas"):
+        blas.set_gemm_strategy("mkl")
+
+
+DOT = """
+module "gemm"
+stage raw
+
+func @nn: (<{m} x {k} x {t}>, <{k} x {n} x {t}>) -> <{m} x {n} x {t}> {{
+'entry(%a: <{m} x {k} x {t}>, %b: <{k} x {n} x {t}>):
+    %c = dot %a: <{m} x {k} x {t}>, %b: <{k} x {n} x {t}>
+    return %c: <{m} x {n} x {t}>
+}}
+
+func @tt: (<{k} x {m} x {t}>, <{n} x {k} x {t}>) -> <{m} x {n} x {t}> {{
+'entry(%a: <{k} x {m} x {t}>, %b: <{n} x {k} x {t}>):
+    %at = transpose %a: <{k} x {m} x {t}>
+    %bt = transpose %b: <{n} x {k} x {t}>
+    %c = dot %at: <{m} x {k} x {t}>, %bt: <{k} x {n} x {t}>
+    return %c: <{m} x {n} x {t}>
+}}
+
+func @tn: (<{k} x {m} x {t}>, <{k} x {n} x {t}>) -> <{m} x {n} x {t}> {{
+'entry(%a: <{k} x {m} x {t}>, %b: <{k} x {n} x {t}>):
+    %at = transpose %a: <{k} x {m} x {t}>
+    %c = dot %at: <{m} x {k} x {t}>, %b: <{k} x {n} x {t}>
+    return %c: <{m} x {n} x {t}>
+}}
+
+func @nt: (<{m} x {k} x {t}>, <{n} x {k} x {t}>) -> <{m} x {n} x {t}> {{
+'entry(%a: <{m} x {k} x {t}>, %b: <{n} x {k} x {t}>):
+    %bt = transpose %b: <{n} x {k} x {t}>
+    %c = dot %a: <{m} x {k} x {t}>, %bt: <{k} x {n} x {t}>
+    return %c: <{m} x {n} x {t}>
+}}
+"""
+
+
+@pytest.mark.skipif(not blas.available(), reason="numpy brings no OpenBLAS")
+@pytest.mark.parametrize("shape", [(37, 250, 300), (300, 37, 260), (129, 129, 130)])
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_gemms_split_over_the_pool_agree_with_numpy(shape: tuple[int, int, int], dtype: str,
+                                                     n: int) -> None:
+    m, k, nn = shape
+    assert m * nn * k >= pool.GEMM_MIN  # large enough to split
+    threads.set_num_threads(n)
+    np_t = np.float32 if dtype == "f32" else np.float64
+    exe = ir.compile(ir.parse(DOT.format(m=m, k=k, n=nn, t=dtype)), "llvm-cpu", cache=False)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((m, k)).astype(np_t)
+    b = rng.standard_normal((k, nn)).astype(np_t)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-4 if dtype == "f32" else 1e-10
+    for name, x, y in (("nn", a, b), ("tt", a.T.copy(), b.T.copy()),
+                       ("tn", a.T.copy(), b), ("nt", a, b.T.copy())):
+        got = exe[name](x, y)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * k, err_msg=name)
