@@ -51,6 +51,7 @@ import ctypes
 import threading
 from collections.abc import Callable
 from functools import cache
+from types import ModuleType
 
 import llvmlite.binding as llvm
 from llvmlite import ir as ll
@@ -534,7 +535,7 @@ def _compiled() -> dict[str, int]:
         lib = blas.find()
         for p in ("s", "d"):  # a GEMM without OpenBLAS is a loop nest: never called
             llvm.add_symbol(f"dlvm.blas.{p}gemm", getattr(lib, f"{p}gemm") if lib else 0)
-        obj = jit.emit(build(), "obj", 2)
+        obj = _object_code(jit)
         engine = jit.Engine()
         engine.load(obj)  # type: ignore[arg-type]
         _engines.append(engine)
@@ -557,6 +558,20 @@ def _push() -> None:
     if _configure is not None:
         _configure(_budget, _spin_ns, int(blas.gemm_strategy() == "pool"),
                    threads.usable_cpus())
+
+
+def _object_code(jit: ModuleType) -> bytes:
+    """The pool's object code, from the disk cache when an earlier process compiled it
+    (compiling it costs a tenth of a second or more at every start)."""
+    text = build()
+    key = jit.cache_key(text, "thread pool", "opt=2")
+    disk = jit.DiskCache()
+    found = disk.get(key)
+    if found is not None:
+        return found[0]
+    obj: bytes = jit.emit(text, "obj", 2)
+    disk.put(key, obj, {"what": "the thread pool"})
+    return obj
 
 
 def address() -> int:
