@@ -18,7 +18,20 @@ from dlvm.ir.instructions.tensor import is_reversal, permutation
 from dlvm.ir.types import TensorType
 
 from . import blas
-from .emit import add, call_pointer, declare, for_range, gep, i64, is_const, memcpy, mul, product
+from .emit import (
+    add,
+    alloca,
+    call_pointer,
+    declare,
+    for_range,
+    gep,
+    i32,
+    i64,
+    is_const,
+    memcpy,
+    mul,
+    product,
+)
 from .function import FunctionLowering, Tensor, lowers, make_tensor
 from .layout import F32, F64, I1, I32, I64, PTR, element_size, element_type, scalar_type
 from .scalar import ScalarEmitter, combine
@@ -647,9 +660,17 @@ def window_geometry(fl: FunctionLowering, size: ll.Value, window: int, stride: i
     return out, b.sdiv(total, i64(2))
 
 
+UNROLL_WINDOW = 32  # taps of an unpadded window folded in straight-line code
+POOL_PARALLEL_MIN = 1 << 14  # element·taps from which a fold is split over the thread pool
+
+
 @lowers("reduceWindow")
 def lower_reduce_window(fl: FunctionLowering, inst: Instruction) -> ll.Value:
-    """Each output element folds its window, padded with `init`, in row-major order."""
+    """Each output element folds its window, padded with `init`, in row-major order.
+    Without padding every tap is an element: the fold has no test, and a small window is
+    unrolled here (no loop of a few taps per output element). With several threads and a
+    combinator that is an opcode or builtin, a large one is split over the thread pool along
+    the output's first dimension."""
     b = fl.b
     x = fl.tensor(inst.x)
     t = fl.tensor_type(inst)
@@ -658,14 +679,55 @@ def lower_reduce_window(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     geometry = [window_geometry(fl, x.dims[k], inst.dims[k], inst.strides[k], inst.padding)
                 for k in range(rank)]
     out_dims = [g[0] for g in geometry]
+    lows = [g[1] for g in geometry]
     struct, out = fl.new_tensor(t, out_dims)
-    in_strides = contiguous_strides(b, x.dims)
+    taps = 1
+    for d in inst.dims:
+        taps *= d
+    if rank and combinator_callable(fl, inst)[2] is not None:
+        from .outlined import Outlined
+
+        task = Outlined(fl, "dlvm.pool", [], [x.data, out, *x.dims, *out_dims, *lows, init])
+        g = task.get
+        saved = fl.b
+        fl.b = task.b  # the fold's scalar code is emitted through fl.b
+        try:
+            acc = alloca(task.b, scalar_type(t.dtype))
+            fold_windows(fl, inst, g(x.data), [g(d) for d in x.dims], g(out),
+                         [g(d) for d in out_dims], [g(v) for v in lows], g(init), acc,
+                         task.fn.args[1], task.fn.args[2])
+            task.b.ret(i32(0))
+        finally:
+            fl.b = saved
+        task.call([], out_dims[0], mul(b, product(b, out_dims), i64(taps)), POOL_PARALLEL_MIN)
+        return struct
+    from .lower_control import result_slot
+
+    acc = result_slot(fl, scalar_type(t.dtype))
+    fold_windows(fl, inst, x.data, x.dims, out, out_dims, lows, init, acc, i64(0),
+                 out_dims[0] if rank else i64(1))
+    return struct
+
+
+def fold_windows(fl: FunctionLowering, inst: Instruction, xdata: ll.Value,
+                 xdims: Sequence[ll.Value], out: ll.Value, out_dims: Sequence[ll.Value],
+                 lows: Sequence[ll.Value], init: ll.Value, acc: ll.Value, begin: ll.Value,
+                 end: ll.Value) -> None:
+    """The loop nest of `reduceWindow` over outputs [begin, end) of the first dimension,
+    emitted through `fl.b`."""
+    b = fl.b
+    xt = fl.tensor_type(inst.x)
+    t = fl.tensor_type(inst)
+    rank = t.rank
+    in_strides = contiguous_strides(b, xdims)
     out_strides = contiguous_strides(b, out_dims)
     st = scalar_type(t.dtype)
     elem = element_type(t.dtype)
-    from .lower_control import result_slot
-
-    acc = result_slot(fl, st)
+    padded = inst.padding != "none"
+    taps = 1
+    for d in inst.dims:
+        taps *= d
+    unrolled = not padded and taps <= UNROLL_WINDOW
 
     def outer(k: int, position: list[ll.Value], dst: ll.Value) -> None:
         if k == rank:
@@ -673,124 +735,46 @@ def lower_reduce_window(fl: FunctionLowering, inst: Instruction) -> ll.Value:
             window(0, position, i64(0), None)
             fl.store_scalar(b.load(acc, typ=st), gep(b, elem, out, dst))
             return
-        with for_range(b, i64(0), out_dims[k], f"w{k}") as o:
+        start, stop = (begin, end) if k == 0 else (i64(0), out_dims[k])
+        with for_range(b, start, stop, f"w{k}") as o:
             outer(k + 1, [*position, o], add(b, dst, mul(b, o, out_strides[k])))
 
     def window(k: int, position: list[ll.Value], src: ll.Value, inside: ll.Value | None
                ) -> None:
         if k == rank:
-            assert inside is not None or rank == 0
-            with b.if_else(inside if inside is not None else ll.Constant(I1, 1)) as (
-                    real, pad):
+            if inside is None:  # no padding: every tap is an element, no test
+                v = fl.load_scalar(gep(b, elem, xdata, src), xt)
+                b.store(fold_step(fl, inst, b.load(acc, typ=st), v), acc)
+                return
+            with b.if_else(inside) as (real, pad):
                 with real:
-                    v = fl.load_scalar(gep(b, elem, x.data, src), x.type)
+                    v = fl.load_scalar(gep(b, elem, xdata, src), xt)
                     b.store(fold_step(fl, inst, b.load(acc, typ=st), v), acc)
                 with pad:
                     b.store(fold_step(fl, inst, b.load(acc, typ=st), init), acc)
             return
-        with for_range(b, i64(0), i64(inst.dims[k]), f"q{k}") as q:
-            i = b.sub(b.add(b.mul(position[k], i64(inst.strides[k])), q), geometry[k][1])
-            ok = b.and_(b.icmp_signed(">=", i, i64(0)), b.icmp_signed("<", i, x.dims[k]))
-            window(k + 1, position, add(b, src, mul(b, i, in_strides[k])),
-                   ok if inside is None else b.and_(inside, ok))
+
+        def tap(q: ll.Value) -> None:
+            i = b.sub(b.add(b.mul(position[k], i64(inst.strides[k])), q), lows[k])
+            ok = inside
+            if padded:
+                here = b.and_(b.icmp_signed(">=", i, i64(0)), b.icmp_signed("<", i, xdims[k]))
+                ok = here if inside is None else b.and_(inside, here)
+            window(k + 1, position, add(b, src, mul(b, i, in_strides[k])), ok)
+
+        if unrolled:
+            for q in range(inst.dims[k]):
+                tap(i64(q))
+        else:
+            with for_range(b, i64(0), i64(inst.dims[k]), f"q{k}") as q:
+                tap(q)
 
     outer(0, [], i64(0))
-    return struct
-
-
-def check_channels(fl: FunctionLowering, cin: ll.Value, cout: ll.Value, per_group: ll.Value,
-                   groups: int) -> None:
-    """What the type rule checks of channel counts, for those known only now: `groups`
-    divides both, and the kernel reads Cin/groups channels."""
-    b = fl.b
-    g = i64(groups)
-    if groups != 1:
-        for count, which in ((cout, "output"), (cin, "input")):
-            fl.fail_unless_equal(b.srem(count, g) if not is_const(count) else
-                                 i64(count.constant % groups), i64(0),
-                                 f"convolve: groups {groups} must divide the {{0}} {which} "
-                                 "channels", [count])
-    fl.fail_unless_equal(per_group, b.sdiv(cin, g) if not is_const(cin) else
-                         i64(cin.constant // groups),
-                         f"convolve: the kernel has {{0}} input channels per group, the input "
-                         f"{{1}}/{groups}", [per_group, cin])
 
 
 @lowers("convolve")
 def lower_convolve(fl: FunctionLowering, inst: Instruction) -> ll.Value:
-    """Direct convolution: out[n, o, p…] = Σ_c Σ_q x̃[n, c, p·s + q·rd]·k[o, c, q…], x̃ the
-    input dilated by `leftDilation` and padded; channels split into `groups`."""
-    b = fl.b
-    x, k = fl.tensor(inst.x), fl.tensor(inst.kernel)
-    t = fl.tensor_type(inst)
-    n = t.rank - 2
-    strides = inst.strides or [1] * n
-    pads = inst.padding or [(0, 0)] * n
-    ld = inst.leftDilation or [1] * n
-    rd = inst.rightDilation or [1] * n
-    groups = inst.groups or 1
-    spatial = []
-    for s, w, st, (lo, hi), a, c in zip(x.dims[2:], k.dims[2:], strides, pads, ld, rd,
-                                        strict=True):
-        base = b.select(b.icmp_signed(">", s, i64(0)),
-                        b.add(b.add(b.mul(b.sub(s, i64(1)), i64(a)), i64(1)), i64(lo + hi)),
-                        i64(lo + hi))
-        window = b.add(b.mul(b.sub(w, i64(1)), i64(c)), i64(1))
-        size = b.add(b.sdiv(b.sub(base, window), i64(st)), i64(1))
-        spatial.append(b.select(b.icmp_signed(">", window, base), i64(0), size))
-    cout = k.dims[0]
-    check_channels(fl, x.dims[1], cout, k.dims[1], groups)
-    out_dims = [x.dims[0], cout, *spatial]
-    struct, out = fl.new_tensor(t, out_dims)
-    cin_g = b.sdiv(x.dims[1], i64(groups))
-    cout_g = b.sdiv(cout, i64(groups))
-    xs, ks, os_ = (contiguous_strides(b, d) for d in (x.dims, k.dims, out_dims))
-    st_ = scalar_type(t.dtype)
-    elem = element_type(t.dtype)
-    is_float = t.dtype.is_float
-    from .lower_control import result_slot
+    """im2col and GEMM, or a loop nest: see `lower_convolution`."""
+    from .lower_convolution import lower_convolve as lower
 
-    acc = result_slot(fl, st_)
-    zero = ll.Constant(st_, 0.0 if is_float else 0)
-    with for_range(b, i64(0), x.dims[0], "n") as ni, for_range(b, i64(0), cout, "o") as o:
-        g = b.sdiv(o, cout_g)
-
-        def positions(d: int, p: list[ll.Value]) -> None:
-            if d == n:
-                b.store(zero, acc)
-                with for_range(b, i64(0), cin_g, "c") as c:
-                    taps(0, p, c, None, add(b, mul(b, ni, xs[0]), mul(b, b.add(
-                        b.mul(g, cin_g), c), xs[1])), add(b, mul(b, o, ks[0]),
-                                                          mul(b, c, ks[1])))
-                dst = add(b, mul(b, ni, os_[0]), mul(b, o, os_[1]))
-                for j, pj in enumerate(p):
-                    dst = add(b, dst, mul(b, pj, os_[2 + j]))
-                fl.store_scalar(b.load(acc, typ=st_), gep(b, elem, out, dst))
-                return
-            with for_range(b, i64(0), spatial[d], f"p{d}") as pd:
-                positions(d + 1, [*p, pd])
-
-        def taps(d: int, p: list[ll.Value], c: ll.Value, ok: ll.Value | None,
-                 src: ll.Value, ksrc: ll.Value) -> None:
-            if d == n:
-                with b.if_then(ok if ok is not None else ll.Constant(I1, 1)):
-                    xv = b.load(gep(b, elem, x.data, src), typ=elem)
-                    kv = b.load(gep(b, elem, k.data, ksrc), typ=elem)
-                    old = b.load(acc, typ=st_)
-                    b.store(b.fadd(old, b.fmul(xv, kv)) if is_float else
-                            b.add(old, b.mul(xv, kv)), acc)
-                return
-            with for_range(b, i64(0), k.dims[2 + d], f"q{d}") as q:
-                lo = pads[d][0]
-                i = b.sub(b.add(b.mul(p[d], i64(strides[d])), b.mul(q, i64(rd[d]))), i64(lo))
-                a = ld[d]
-                src_i = b.sdiv(i, i64(a))
-                valid = b.and_(b.icmp_signed(">=", i, i64(0)),
-                               b.icmp_signed("<", src_i, x.dims[2 + d]))
-                if a != 1:
-                    valid = b.and_(valid, b.icmp_signed("==", b.srem(i, i64(a)), i64(0)))
-                taps(d + 1, p, c, valid if ok is None else b.and_(ok, valid),
-                     add(b, src, mul(b, src_i, xs[2 + d])), add(b, ksrc, mul(b, q, ks[2 + d])))
-
-        positions(0, [])
-    return struct
+    return lower(fl, inst)
