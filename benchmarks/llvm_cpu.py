@@ -822,7 +822,7 @@ def bench_threads(args: argparse.Namespace) -> list[dict[str, Any]]:
     with one busy process beside. Measurements of one table are interleaved (round-robin,
     best of `rounds` medians), so that drift of a shared machine hits every cell alike."""
     import dlvm.llvm as dlvm_llvm
-    from dlvm.llvm import blas, threads
+    from dlvm.llvm.runtime import blas, threads
 
     rng = np.random.default_rng(0)
     p = mlp_params(rng)

@@ -236,7 +236,7 @@ class Echo:
         return out, time.perf_counter() - began
 
     def threads(self) -> dict[str, Any]:
-        from dlvm.llvm import blas
+        from dlvm.llvm.runtime import blas
         from dlvm.llvm.target import default_threads
 
         b = blas.find()

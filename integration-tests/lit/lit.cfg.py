@@ -37,7 +37,7 @@ if lit_config.maxIndividualTestTimeIsSupported[0]:
 
 # Native code generation, when dlvm-llvm is installed (and BLAS, when numpy carries one).
 try:
-    from dlvm.llvm import blas as _blas
+    from dlvm.llvm.runtime import blas as _blas
 
     config.available_features.add("llvm-cpu")
     if _blas.available():

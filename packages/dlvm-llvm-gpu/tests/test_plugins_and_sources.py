@@ -17,7 +17,8 @@ import dlvm.llvm.plugin
 import dlvm.llvm_gpu.plugin
 from dlvm.ir.instructions.common import float_tensor, result_array
 from dlvm.ir.plugin import PluginInfo, PluginWarning, make_registry, set_registry
-from dlvm.llvm import LOWER, SCALAR, ScalarEmitter, optimize, scalar_rule
+from dlvm.llvm import LOWER, SCALAR, ScalarEmitter, scalar_rule
+from dlvm.llvm.codegen import optimize
 from dlvm.llvm_gpu.target import NVPTXExecutable
 
 CUBE = """

@@ -29,7 +29,7 @@ EVERY_INSTRUCTION = textwrap.dedent('''
     from dlvm.ir.opdef import OPS
     from dlvm.ir.types import TensorType, parse_data_type
     from llvmlite import ir as ll
-    from dlvm.llvm.scalar import SCALAR
+    from dlvm.llvm.codegen.scalar import SCALAR
     from dlvm.llvm_gpu import nvptx
     from dlvm.llvm_gpu.kernels import NVPTXFlavour, RegionBuilder
 

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import dlvm.ir as ir
-from dlvm.llvm.executable import LLVMExecutable
-from dlvm.llvm.runtime import HEADER_BYTES
+from dlvm.llvm.codegen.support import HEADER_BYTES
+from dlvm.llvm.runtime.executable import LLVMExecutable
 
 SRC = """
 struct $Params {

@@ -13,7 +13,7 @@ import pytest
 
 import dlvm.ir as ir
 from dlvm.ir.runtime import ExecutionError
-from dlvm.llvm import executable as executable_module
+from dlvm.llvm.runtime import executable as executable_module
 
 TEXT = """
 module "calls"

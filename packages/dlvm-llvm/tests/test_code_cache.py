@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import dlvm.ir as ir
-from dlvm.llvm import jit
+from dlvm.llvm.codegen import jit
 
 SOURCE = """
 func @scale: (<_ x f32>, f32) -> <_ x f32> {

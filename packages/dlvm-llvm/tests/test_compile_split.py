@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dlvm.ir as ir
-from dlvm.llvm import jit, split, workers
+from dlvm.llvm.codegen import jit, split, workers
 
 MLP = """
 module "mlp"

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import dlvm.ir as ir
 from dlvm.ir.testing import assert_agree
-from dlvm.llvm import blas
-from dlvm.llvm.lower_convolution import COLUMN_LIMIT
+from dlvm.llvm.codegen.lower_convolution import COLUMN_LIMIT
+from dlvm.llvm.runtime import blas
 
 DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32}
 

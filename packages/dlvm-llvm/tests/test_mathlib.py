@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from llvmlite import ir as ll
 
-from dlvm.llvm import jit
-from dlvm.llvm.emit import for_range, gep, i64
-from dlvm.llvm.layout import F32, F64, I64, PTR
-from dlvm.llvm.mathlib import MathLib
+from dlvm.llvm.codegen import jit
+from dlvm.llvm.codegen.emit import for_range, gep, i64
+from dlvm.llvm.codegen.layout import F32, F64, I64, PTR
+from dlvm.llvm.codegen.mathlib import MathLib
 
 # (function, float32 bound, float64 bound), in units in the last place of the exact result
 BOUNDS = {

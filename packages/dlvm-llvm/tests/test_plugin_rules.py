@@ -20,9 +20,9 @@ from dlvm.cli.main import make_app
 from dlvm.ir.instructions.common import float_tensor, result_array
 from dlvm.ir.plugin import PluginWarning
 from dlvm.llvm import LOWER, SCALAR, FunctionLowering, ScalarEmitter, lowering_rule, scalar_rule
-from dlvm.llvm.emit import alloca, for_range, gep, i64
-from dlvm.llvm.executable import LLVMExecutable
-from dlvm.llvm.layout import I64, element_type
+from dlvm.llvm.codegen.emit import alloca, for_range, gep, i64
+from dlvm.llvm.codegen.layout import I64, element_type
+from dlvm.llvm.runtime.executable import LLVMExecutable
 
 CUBE = """
 func @f: (<5 x f32>) -> <5 x f32> {

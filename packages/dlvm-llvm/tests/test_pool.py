@@ -13,9 +13,10 @@ import pytest
 from llvmlite import ir as ll
 
 import dlvm.ir as ir
-from dlvm.llvm import blas, jit, pool, threads
-from dlvm.llvm.emit import for_range, gep, i64
-from dlvm.llvm.layout import I32, I64, PTR
+from dlvm.llvm.codegen import jit
+from dlvm.llvm.codegen.emit import for_range, gep, i64
+from dlvm.llvm.codegen.layout import I32, I64, PTR
+from dlvm.llvm.runtime import blas, pool, threads
 
 
 @pytest.fixture(autouse=True)

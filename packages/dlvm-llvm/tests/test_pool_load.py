@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import dlvm.ir as ir
-from dlvm.llvm import threads
+from dlvm.llvm.runtime import threads
 
 pytestmark = pytest.mark.skipif(os.environ.get("DLVM_SLOW_TESTS") != "1",
                                 reason="timing check: set DLVM_SLOW_TESTS=1")

@@ -1,4 +1,4 @@
-"""Rounding doubles to halves in generated code (`dlvm.llvm.rounding.rounded`): once, to
+"""Rounding doubles to halves in generated code (`dlvm.llvm.codegen.rounding.rounded`): once, to
 nearest with ties to even, as numpy rounds — without the library call the JIT lacks."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from llvmlite import ir as ll
 
 import dlvm.ir as ir
-from dlvm.llvm import jit
-from dlvm.llvm.rounding import rounded
+from dlvm.llvm.codegen import jit
+from dlvm.llvm.codegen.rounding import rounded
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 import dlvm.ir as ir
 import dlvm.llvm as dlvm_llvm
-from dlvm.llvm import threads
+from dlvm.llvm.runtime import threads
 from dlvm.llvm.target import LLVMCPUTarget
 
 

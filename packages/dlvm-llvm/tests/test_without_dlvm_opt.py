@@ -17,7 +17,7 @@ import pytest
 import dlvm.ir as ir
 import dlvm.llvm.plugin
 from dlvm.ir.plugin import PluginInfo, PluginWarning, make_registry, set_registry
-from dlvm.llvm import optimize
+from dlvm.llvm.codegen import optimize
 
 SOURCE = """\
 func @f: (<4 x f32>) -> <4 x f32> {

@@ -1,4 +1,5 @@
-"""Fit the polynomial coefficients of `dlvm.llvm.mathlib` (run: python tools/fit_mathlib.py).
+"""Fit the polynomial coefficients of `dlvm.llvm.codegen.mathlib`
+(run: python tools/fit_mathlib.py).
 
 Each approximation is a Chebyshev interpolant, computed in 50-digit arithmetic with mpmath
 (near-minimax: within a small factor of the best polynomial of its degree), in the variable

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dlvm.llvm import jit
+from dlvm.llvm.codegen import jit
 
 from .device import Buffer, Device, DeviceArray, KernelArg, size_class
 

@@ -48,17 +48,17 @@ from dlvm.ir.instructions.tensor import permutation
 from dlvm.ir.plugin import install_hint
 from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import DataType, TensorType
-from dlvm.llvm.kernel import (
+from dlvm.llvm.codegen.layout import I1, I8, I32, I64, PTR, element_type, scalar_type
+from dlvm.llvm.codegen.mathlib import LIBM, OWN, MathLib
+from dlvm.llvm.codegen.regions import (
     accumulation_dtype,
     combinator_name,
     direct_operands,
     is_region_instruction,
     rule_of,
 )
-from dlvm.llvm.layout import I1, I8, I32, I64, PTR, element_type, scalar_type
-from dlvm.llvm.mathlib import LIBM, OWN, MathLib
-from dlvm.llvm.rounding import rounded
-from dlvm.llvm.scalar import SCALAR, ScalarEmitter, combine, identity
+from dlvm.llvm.codegen.rounding import rounded
+from dlvm.llvm.codegen.scalar import SCALAR, ScalarEmitter, combine, identity
 
 BLOCK = 256  # threads per block
 VECTOR = 4  # elements per thread of an element-wise kernel over aligned 32-bit data
@@ -273,7 +273,7 @@ class HostFlavour(Flavour):
 
     def math(self, module: ll.Module) -> Callable[[ll.IRBuilder, str, Sequence[ll.Value]],
                                                   ll.Value]:
-        from dlvm.llvm.mathlib import MathLib
+        from dlvm.llvm.codegen.mathlib import MathLib
 
         return MathLib(module).call
 

@@ -42,7 +42,7 @@ from dlvm.ir.runtime import (
     numpy_dtype,
 )
 from dlvm.ir.types import TensorType, TupleType, Type
-from dlvm.llvm.specialize import Specializer
+from dlvm.llvm.codegen.specialize import Specializer
 
 from . import nvptx
 from .device import Device, DeviceArray, GPUError, KernelArg, c_type

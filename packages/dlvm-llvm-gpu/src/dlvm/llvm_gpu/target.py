@@ -21,9 +21,9 @@ from dlvm.ir.core import ScalarLiteral
 from dlvm.ir.runtime import ExecutionError
 from dlvm.ir.target import check_option, flatten_results
 from dlvm.ir.types import TensorType, Type
-from dlvm.llvm.optimize import optimized
-from dlvm.llvm.rules import load_plugin_rules
-from dlvm.llvm.specialize import Specializer
+from dlvm.llvm.codegen.optimize import optimized
+from dlvm.llvm.codegen.rules import load_plugin_rules
+from dlvm.llvm.codegen.specialize import Specializer
 
 from . import nvptx
 from .device import Device, GPUError

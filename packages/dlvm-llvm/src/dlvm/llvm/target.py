@@ -9,11 +9,12 @@ import dlvm.ir as ir
 from dlvm.ir.plugin import PluginWarning
 from dlvm.ir.target import check_option
 
-from . import jit, threads
-from .executable import LLVMExecutable
-from .function import CompileUnit, instruction_at
-from .optimize import optimized
-from .rules import load_plugin_rules
+from .codegen import jit
+from .codegen.function import CompileUnit, instruction_at
+from .codegen.optimize import optimized
+from .codegen.rules import load_plugin_rules
+from .runtime import threads
+from .runtime.executable import LLVMExecutable
 
 
 def default_threads() -> int:

@@ -9,7 +9,7 @@ returns 1 (callers return at once, passing it up to Python). Blocks become LLVM 
 block arguments φ-nodes; each edge gets a block of its own where ownership needs retains and
 releases (see `ownership.py`). Instructions lower through the opcode table `LOWER`, which
 the modules `lower_*` fill (terminators included); element-wise code and reductions lower
-through `kernel.py`. What this module needs from those modules — literals, globals, enum
+through `regions.py`. What this module needs from those modules — literals, globals, enum
 references, the fallback for instructions without a native rule — it reads from `RULES`,
 which `lowering.py` fills: the modules build on this one, never the other way round.
 """
@@ -44,7 +44,18 @@ from dlvm.ir.types import (
     Type,
 )
 
-from .emit import alloca, declare, gep, global_variable, i32, i64, is_const, memcpy, mul, product
+from .emit import (
+    alloca,
+    declare,
+    gep,
+    global_variable,
+    i32,
+    i64,
+    is_const,
+    memcpy,
+    mul,
+    product,
+)
 from .layout import (
     I1,
     I8,
@@ -59,8 +70,8 @@ from .layout import (
 )
 from .mathlib import MathLib
 from .ownership import CONSUMING, Ownership, consumed_values
-from .runtime import CTX_DEPTH, Runtime
 from .specialize import Spec, Specializer
+from .support import CTX_DEPTH, Runtime
 
 MAX_CALL_DEPTH = 2000
 
@@ -319,12 +330,12 @@ class FunctionLowering:
             return self.unit.function(self.unit.specializer.spec(v)) if v.blocks else \
                 ll.Constant(PTR, None)
         if isinstance(v, GlobalVariable):
-            assert RULES.global_pointer is not None, "import dlvm.llvm.lowering first"
+            assert RULES.global_pointer is not None, "import dlvm.llvm.codegen.lowering first"
             return RULES.global_pointer(self, v)
         raise AssertionError(f"value {v!r} used before its definition")
 
     def literal(self, v: LiteralValue) -> ll.Value:
-        assert RULES.literal is not None, "import dlvm.llvm.lowering first"
+        assert RULES.literal is not None, "import dlvm.llvm.codegen.lowering first"
         return RULES.literal(self, v)
 
     # ------------------------------------------------------------ errors and calls
@@ -419,7 +430,7 @@ class FunctionLowering:
                     if self.layout.managed(ft):
                         self.walk_refs(b.extract_value(v, k), ft, releasing)
             elif self.layout.is_enum(t):
-                assert RULES.enum_refs is not None, "import dlvm.llvm.lowering first"
+                assert RULES.enum_refs is not None, "import dlvm.llvm.codegen.lowering first"
                 RULES.enum_refs(self, v, t, releasing)
         elif isinstance(t, PointerType):  # the block the pointer addresses
             block = b.extract_value(v, 0)
@@ -535,7 +546,7 @@ class FunctionLowering:
             self.retain(self.value(v), self.type(v))
         rule = LOWER.get(inst.opcode)
         if rule is None or (inst.opcode in FALLS_BACK and not has_scalar_rule(inst)):
-            assert RULES.fallback is not None, "import dlvm.llvm.lowering first"
+            assert RULES.fallback is not None, "import dlvm.llvm.codegen.lowering first"
             result = RULES.fallback(self, inst)
         else:
             result = rule(self, inst)

@@ -56,8 +56,17 @@ from types import ModuleType
 import llvmlite.binding as llvm
 from llvmlite import ir as ll
 
-from .emit import alloca, call_pointer, declare, gep, global_variable, i32, i64, store_atomic
-from .layout import F32, F64, I32, I64, PTR, VOID
+from ..codegen.emit import (
+    alloca,
+    call_pointer,
+    declare,
+    gep,
+    global_variable,
+    i32,
+    i64,
+    store_atomic,
+)
+from ..codegen.layout import F32, F64, I32, I64, PTR, VOID
 
 MAX_WORKERS = 256
 SYNC_BYTES = 128  # room for a pthread mutex or condition variable on any libc
@@ -528,7 +537,8 @@ _configure: Callable[[int, int, int, int], None] | None = None
 @cache
 def _compiled() -> dict[str, int]:
     """Compile the pool (once per process) and make its symbols resolvable."""
-    from . import blas, jit, threads
+    from ..codegen import jit
+    from . import blas, threads
 
     global _configure
     with _lock:

@@ -17,7 +17,7 @@ from dlvm.ir import Function, Instruction, Value
 from dlvm.ir.instructions.tensor import is_reversal, permutation
 from dlvm.ir.types import TensorType
 
-from . import blas
+from ..runtime import blas
 from .emit import (
     add,
     alloca,
@@ -33,7 +33,17 @@ from .emit import (
     product,
 )
 from .function import FunctionLowering, Tensor, lowers, make_tensor
-from .layout import F32, F64, I1, I32, I64, PTR, element_size, element_type, scalar_type
+from .layout import (
+    F32,
+    F64,
+    I1,
+    I32,
+    I64,
+    PTR,
+    element_size,
+    element_type,
+    scalar_type,
+)
 from .scalar import ScalarEmitter, combine
 
 # ---------------------------------------------------------------- views
@@ -595,8 +605,8 @@ def lower_scan(fl: FunctionLowering, inst: Instruction) -> ll.Value:
 @lowers("random")
 def lower_random(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     """Drawn by numpy's generator (see `random.py`), as the interpreter draws them."""
-    from .random import dtype_code
-    from .runtime import CTX_RNG
+    from ..runtime.random import dtype_code
+    from .support import CTX_RNG
 
     b = fl.b
     t = fl.tensor_type(inst)

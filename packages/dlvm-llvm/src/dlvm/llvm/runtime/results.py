@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .entry import Leaf
+from ..codegen.entry import Leaf
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 _free = _libc.free

@@ -21,8 +21,8 @@ from .function import FunctionLowering, lowers
 from .layout import I64, PTR
 from .lower_aggregate import enum_layout
 from .lower_memory import load_pointer
-from .runtime import CTX_DEPTH
 from .specialize import Spec
+from .support import CTX_DEPTH
 
 # ---------------------------------------------------------------- return
 
@@ -151,7 +151,7 @@ def lower_apply(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
             return ll.Constant(result_type, None)
         spec = fl.spec.callees.get(inst) or fl.unit.specializer.spec(callee)
         if "kernel" in callee.attributes:
-            from .kernel import lower_kernel_call
+            from .regions import lower_kernel_call
 
             return lower_kernel_call(fl, inst, spec)
         return call_function(fl, inst, spec)

@@ -28,7 +28,7 @@ from dlvm.ir.types import TensorType
 from .emit import declare, gep, i64
 from .function import CompileError, FunctionLowering, locate, make_tensor
 from .layout import I1, I8, I32, I64, PTR, scalar_type
-from .runtime import CTX_RNG, HEADER_BYTES
+from .support import CTX_RNG, HEADER_BYTES
 
 # int dlvm_evaluate(i64 generator/executable id, i64 instruction id, ptr operands, ptr result)
 EVALUATE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,

@@ -32,13 +32,12 @@ from dlvm.ir.runtime import ExecutionError, convert_argument, numpy_dtype
 from dlvm.ir.types import ArrayType, TensorType, TupleType, Type
 
 # `lowering` completes DLVM's rule tables before any function is lowered
-from . import arrays, blas, jit, lowering, workers  # noqa: F401
-from .entry import EntryABI, Leaf, build_entry
-from .function import CompileUnit, ErrorSite, instruction_at, where
-from .layout import Layout
-from .results import RECLAIMER, ResultReader, ResultSlots, words
-from .rules import plugin_rules_key
-from .runtime import (
+from ..codegen import arrays, jit, lowering, workers  # noqa: F401
+from ..codegen.entry import EntryABI, Leaf, build_entry
+from ..codegen.function import CompileUnit, ErrorSite, instruction_at, where
+from ..codegen.layout import Layout
+from ..codegen.rules import plugin_rules_key
+from ..codegen.support import (
     CTX_CLOCK,
     CTX_DEADLINE,
     CTX_FREE,
@@ -50,6 +49,8 @@ from .runtime import (
     CTX_THREADS,
     N_PARAMS,
 )
+from . import blas
+from .results import RECLAIMER, ResultReader, ResultSlots, words
 
 _HELPER1 = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _HELPER2 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -127,7 +128,7 @@ class Context:
         return self.slots
 
     def error(self, fn: NativeFunction) -> str:
-        from .fallback import PYTHON_ERROR
+        from ..codegen.fallback import PYTHON_ERROR
 
         site = int(self.memory[CTX_SITE])
         params = [int(p) for p in self.memory[CTX_PARAMS:CTX_PARAMS + N_PARAMS]]
@@ -169,7 +170,7 @@ class LLVMExecutable(ir.Executable):
         self.local = threading.local()
         self.layout = Layout(module)
         self.globals_table, self.global_cells = self.make_globals()
-        from . import fallback
+        from ..codegen import fallback
         from .random import register_generator
 
         self.rng_id = register_generator(self, seed)
@@ -401,7 +402,7 @@ class LLVMExecutable(ir.Executable):
     # ------------------------------------------------------------ globals
 
     def make_globals(self) -> tuple[np.ndarray, list[np.ndarray]]:
-        from .runtime import HEADER_BYTES
+        from ..codegen.support import HEADER_BYTES
 
         jit.initialize()
         td = jit.target_machine().target_data

@@ -154,7 +154,7 @@ def versions() -> str:
     except metadata.PackageNotFoundError:
         mine = "unknown"
     source = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    for path in sorted(Path(__file__).parents[1].rglob("*.py")):  # the whole package
         source.update(path.read_bytes())
     return f"dlvm-llvm {mine} ({source.hexdigest()[:16]}), llvmlite {llvmlite.__version__}, " \
         "LLVM " + ".".join(map(str, llvm.llvm_version_info))

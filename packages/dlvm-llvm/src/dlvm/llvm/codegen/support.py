@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from llvmlite import ir as ll
 
-from .emit import (
+from ..codegen.emit import (
     alloca,
     byte_offset,
     call_pointer,
@@ -50,7 +50,7 @@ from .emit import (
     internal_function,
     memcpy,
 )
-from .layout import I1, I32, I64, PTR, VOID
+from ..codegen.layout import I1, I32, I64, PTR, VOID
 
 HEADER_BYTES = 64
 POOL_CLASSES = 40

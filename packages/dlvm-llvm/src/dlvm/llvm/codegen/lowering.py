@@ -1,13 +1,13 @@
 """The complete opcode table `LOWER` and the rules `function.py` reads from `RULES`:
 importing this module imports every module that adds DLVM's own rules (`function.py`
-defines the table; `kernel.py` and the `lower_*` modules fill it). Whatever lowers a
+defines the table; `regions.py` and the `lower_*` modules fill it). Whatever lowers a
 function imports the table from here."""
 
 from __future__ import annotations
 
 from dlvm.ir import LiteralValue
 
-from . import kernel, lower_control, lower_tensor
+from . import lower_control, lower_tensor, regions
 from .fallback import lower_fallback
 from .function import LOWER, RULES, FunctionLowering
 from .lower_aggregate import BUILTIN_RULES, enum_ref, materialize
@@ -24,6 +24,6 @@ RULES.enum_refs = enum_ref
 RULES.fallback = lower_fallback
 RULES.native_builtins = BUILTIN_RULES
 
-del kernel, lower_control, lower_tensor
+del regions, lower_control, lower_tensor
 
 __all__ = ["LOWER", "RULES"]

@@ -22,7 +22,7 @@ must be its own: a tensor borrowed from the caller is copied as it is stored (a 
 is retained, not copied), and a zero tensor filling a fresh cell belongs to the cell, not
 to the instruction that made it.
 
-Stacks are counted runtime objects (see `runtime.py`): `push` copies the value in with its
+Stacks are counted runtime objects (see `support.py`): `push` copies the value in with its
 type id and a release function, `pop` checks the id and the static dimensions of the popped
 value; using an undefined stack (a fresh memory cell of type `stack`) is an error.
 """
@@ -34,11 +34,27 @@ from llvmlite import ir as ll
 from dlvm.ir import GlobalVariable, Instruction
 from dlvm.ir.types import BoxType, PointerType, TensorType, Type
 
-from .emit import add, for_range, gep, i32, i64, internal_function, memcpy, mul, product
+from .emit import (
+    add,
+    for_range,
+    gep,
+    i32,
+    i64,
+    internal_function,
+    memcpy,
+    mul,
+    product,
+)
 from .function import FunctionLowering, Tensor, lowers, make_tensor
 from .layout import I1, I8, I32, I64, POINTER, PTR, VOID, element_size
-from .lower_aggregate import as_i64, check_index, check_same_shape, key_steps, zero_value
-from .runtime import (
+from .lower_aggregate import (
+    as_i64,
+    check_index,
+    check_same_shape,
+    key_steps,
+    zero_value,
+)
+from .support import (
     BLOCK_CELL_SIZE,
     BLOCK_COUNT,
     BLOCK_FREED,
@@ -50,7 +66,7 @@ from .runtime import (
     UNCOUNTED,
 )
 
-# header slots of a memory block (see `runtime.py`)
+# header slots of a memory block (see `support.py`)
 COUNT, CELL_SIZE, FREED, INITIALIZED = BLOCK_COUNT, BLOCK_CELL_SIZE, BLOCK_FREED, BLOCK_INITIALIZED
 NULL = ll.Constant(PTR, None)
 

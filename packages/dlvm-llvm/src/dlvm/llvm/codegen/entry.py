@@ -26,8 +26,8 @@ from . import arrays
 from .emit import alloca, byte_offset, gep, i32, i64
 from .function import CompileError, CompileUnit, make_tensor
 from .layout import I1, I8, I32, I64, PTR, scalar_type
-from .runtime import CTX_DEPTH, CTX_SITE
 from .specialize import Spec
+from .support import CTX_DEPTH, CTX_SITE
 
 
 @dataclass(frozen=True)

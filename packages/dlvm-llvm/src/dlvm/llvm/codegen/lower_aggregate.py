@@ -44,10 +44,16 @@ from .emit import (
     mul,
     product,
 )
-from .function import FunctionLowering, Tensor, lowers, make_tensor, scalar_constant
-from .kernel import Region
+from .function import (
+    FunctionLowering,
+    Tensor,
+    lowers,
+    make_tensor,
+    scalar_constant,
+)
 from .layout import I8, I64, PTR, element_size, element_type, scalar_type
-from .runtime import HEADER_BYTES, IMMORTAL
+from .regions import Region
+from .support import HEADER_BYTES, IMMORTAL
 
 SMALL_CONSTANT = 1 << 16  # elements: larger splats are filled at run time
 

@@ -34,7 +34,13 @@ from dlvm.ir.runtime import numpy_dtype, sum_dtype
 from dlvm.ir.types import DataType, TensorType, Type
 
 from .emit import add, alloca, for_range, gep, i32, i64, is_const, mul
-from .function import FunctionLowering, Tensor, lowers, make_tensor, scalar_constant
+from .function import (
+    FunctionLowering,
+    Tensor,
+    lowers,
+    make_tensor,
+    scalar_constant,
+)
 from .layout import I1, I8, I64, PTR, element_size, element_type, scalar_type
 from .rounding import rounded
 from .scalar import SCALAR, ScalarEmitter, combine, identity

@@ -32,8 +32,8 @@ from typing import Any
 from dlvm.ir import OPS, Module
 
 from .function import Lowerer
-from .kernel import lower_single
 from .lowering import LOWER
+from .regions import lower_single
 from .scalar import SCALAR, Rule
 
 BUILTIN_SCALAR = frozenset(SCALAR)

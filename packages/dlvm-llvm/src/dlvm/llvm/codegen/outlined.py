@@ -2,7 +2,7 @@
 on the calling thread, or through `dlvm_parallel_for` when the work pays for waking the pool.
 
 Used by the lowerings whose loop nests are not element-wise kernels (`convolve`'s copy into
-columns, `reduceWindow`); `kernel.py` does the same for kernels.
+columns, `reduceWindow`); `regions.py` does the same for kernels.
 """
 
 from __future__ import annotations
