@@ -46,7 +46,9 @@ from .rounding import rounded
 from .scalar import SCALAR, ScalarEmitter, combine, identity
 from .specialize import Spec
 
-REDUCTIONS = ("reduce", "unbroadcast")
+# the reductions (trait `reduction`) this module has rules for; inside a region, an
+# instruction is known to be one of them or element-wise, and its trait says which
+LOWERED_REDUCTIONS = ("reduce", "unbroadcast")
 PARALLEL_MIN = 1 << 18  # element·operations below which a kernel runs on one thread (waking
 # the pool costs tens of microseconds: measured, a split only pays from about 2¹⁷ elements)
 CHUNKS_PER_THREAD = 4
@@ -102,7 +104,7 @@ def lower_single(fl: FunctionLowering, inst: Instruction) -> ll.Value:
         from .lower_tensor import reduce_by_function
 
         return reduce_by_function(fl, inst)
-    if inst.opcode not in SCALAR and inst.opcode not in REDUCTIONS:
+    if inst.opcode not in SCALAR and inst.opcode not in LOWERED_REDUCTIONS:
         from .fallback import lower_fallback
 
         return lower_fallback(fl, inst)  # type: ignore[return-value]
@@ -116,7 +118,7 @@ def lower_kernel_call(fl: FunctionLowering, inst: Instruction, spec: Spec) -> ll
     """`apply @k(…)` of a `!kernel`: the region is k's body, its inputs the call's operands."""
     kernel: Function = spec.fn
     body = kernel.entry.instructions
-    if not all(i.opcode in SCALAR or i.opcode in REDUCTIONS for i in body[:-1]):
+    if not all(i.opcode in SCALAR or i.opcode in LOWERED_REDUCTIONS for i in body[:-1]):
         # an instruction without a scalar rule: call the kernel as a function
         from .lower_control import call_function
 
@@ -267,7 +269,7 @@ class Region:
         rank = self.rank
         sources: list[Value] = []
         for inst in self.insts:
-            if inst.opcode in REDUCTIONS:
+            if inst.has_trait("reduction"):
                 sources.append(inst.x)
             elif self.ttype(inst).rank == rank:
                 sources.append(inst)
@@ -283,7 +285,7 @@ class Region:
 
     @property
     def rank(self) -> int:
-        ranks = [self.ttype(i.x).rank if i.opcode in REDUCTIONS else self.ttype(i).rank
+        ranks = [self.ttype(i.x).rank if i.has_trait("reduction") else self.ttype(i).rank
                  for i in self.insts]
         return max(ranks)
 
@@ -315,7 +317,7 @@ class Region:
         later: set[Instruction] = set()
         for inst in self.insts:
             for v in direct_operands(inst):
-                if v in later or (v in self.members and v.opcode in REDUCTIONS):  # type: ignore[attr-defined]
+                if v in later or (v in self.members and v.has_trait("reduction")):  # type: ignore[attr-defined]
                     later.add(inst)
                     break
         return later
@@ -346,7 +348,7 @@ class Region:
                 continue
             t = self.ttype(out)
             inst: Instruction = out  # type: ignore[assignment]
-            if inst.opcode in REDUCTIONS:
+            if inst.has_trait("reduction"):
                 acc = self.accumulator(inst, space, results, scalar_slots)
                 accumulators.append(acc)
             elif t.rank == 0:
@@ -542,7 +544,7 @@ class Region:
 
         emitter = self.emitter(b)
         for inst in self.insts:
-            if inst.opcode in REDUCTIONS:
+            if inst.has_trait("reduction"):
                 # a reduction of a scalar: init ⊕ x
                 x = get(inst.x)
                 start = get(inst.init) if inst.opcode == "reduce" else ll.Constant(x.type, 0)
@@ -787,7 +789,7 @@ class LoopFunction:
                 raise AssertionError(f"{v!r} has no value in the loop")
 
             for inst in region.insts:
-                if inst.opcode in REDUCTIONS:
+                if inst.has_trait("reduction"):
                     continue
                 env[inst] = rule_of(inst)(emitter, inst, [get(v) for v in direct_operands(inst)])
             for v, a in writes.items():
