@@ -475,16 +475,16 @@ def bench_mlp_infer(args: argparse.Namespace, rows: list[Row]) -> None:
                                                              args.repeat * 20)
                 except Exception as e:
                     row.notes.append(unavailable("torch.compile", e))
-            try:  # the model comes from torch's exporter, which needs onnx
-                onnx_time = onnx_runtime_infer(torch, tforward, tx, x, want, args)
-                if onnx_time is not None:
-                    row.times["onnxruntime"] = onnx_time
-                else:
-                    row.notes.append("onnxruntime: unavailable (not installed)")
-            except Exception as e:
-                row.notes.append(unavailable("onnxruntime", e))
         except Exception as e:  # a peer that fails is reported, not fatal
             row.notes.append(unavailable("torch", e))
+    try:  # the model is built with onnx.helper (no exporter in between)
+        onnx_time = onnx_runtime_infer(p, x, want, args)
+        if onnx_time is not None:
+            row.times["onnxruntime"] = onnx_time
+        else:
+            row.notes.append("onnxruntime: unavailable (onnx or onnxruntime not installed)")
+    except Exception as e:
+        row.notes.append(unavailable("onnxruntime", e))
     jax = jax_module(row)
     if jax is not None:
         try:
@@ -505,24 +505,14 @@ def bench_mlp_infer(args: argparse.Namespace, rows: list[Row]) -> None:
     rows.append(row)
 
 
-def onnx_runtime_infer(torch: Any, forward: Callable[[Any], Any], tx: Any, x: np.ndarray,
-                       want: list[np.ndarray], args: argparse.Namespace) -> float | None:
-    try:
-        import onnxruntime as ort
-    except ImportError:
+def onnx_runtime_infer(p: list[np.ndarray], x: np.ndarray, want: list[np.ndarray],
+                       args: argparse.Namespace) -> float | None:
+    """ONNX Runtime's `session.run` of the same MLP (`call_overhead.onnx_session`)."""
+    from call_overhead import onnx_session
+
+    session = onnx_session(p, args.threads)
+    if session is None:
         return None
-
-    class Model(torch.nn.Module):  # type: ignore[misc]
-        def forward(self, xx: Any) -> Any:
-            return forward(xx)
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "mlp.onnx")
-        torch.onnx.export(Model(), (tx,), path, input_names=["x"], output_names=["y"],
-                          dynamo=False)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = args.threads
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     check("onnxruntime mlp_infer", [session.run(None, {"x": x})[0]], want)
     return median_time(lambda: session.run(None, {"x": x}), args.repeat * 20)
 
