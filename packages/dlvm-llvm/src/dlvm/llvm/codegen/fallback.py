@@ -26,7 +26,7 @@ from dlvm.ir.runtime import ExecutionError, numpy_dtype
 from dlvm.ir.types import TensorType
 
 from .emit import declare, gep, i64
-from .function import CompileError, FunctionLowering, locate, make_tensor
+from .function import CompileError, FunctionLowering, Tensor, locate, make_tensor
 from .layout import I1, I8, I32, I64, PTR, scalar_type
 from .support import CTX_RNG, HEADER_BYTES
 
@@ -52,10 +52,8 @@ def lower_fallback(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
             raise CompileError(f"target 'llvm-cpu' cannot compile instruction "
                                f"'{inst.opcode}': it has no lowering rule and uses '{t}'")
     b = fl.b
-    from .lower_control import result_slot
-
     slots = sum(1 + t.rank for t in types)  # type: ignore[union-attr]
-    args = result_slot(fl, ll.ArrayType(I64, max(slots, 1)))
+    args = fl.result_slot(ll.ArrayType(I64, max(slots, 1)))
     k = 0
     for v, t in zip(operands, types, strict=True):
         assert isinstance(t, TensorType)
@@ -64,7 +62,6 @@ def lower_fallback(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
         if t.rank == 0:
             b.store(b.zext(value, I8) if value.type == I1 else value, slot)
         else:
-            from .function import Tensor
 
             tensor = Tensor(b, value, t)
             b.store(tensor.data, slot)
@@ -72,7 +69,7 @@ def lower_fallback(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
                 b.store(size, gep(b, I64, args, i64(k + 1 + d)))
         k += 1 + t.rank
     rank = result_t.rank if isinstance(result_t, TensorType) else 0
-    out = result_slot(fl, ll.ArrayType(I64, 2 + rank))
+    out = fl.result_slot(ll.ArrayType(I64, 2 + rank))
     fn = declare(fl.unit.llmod, "dlvm_evaluate", I32, [I64, I64, PTR, PTR])
     local = len(fl.unit.fallbacks)
     place = locate(inst)

@@ -31,7 +31,7 @@ from dlvm.ir import Instruction
 
 from .emit import add, for_range, gep, i32, i64, is_const, memcpy, mul
 from .emit import product as product_of
-from .function import FunctionLowering, Tensor
+from .function import FunctionLowering, Tensor, lowers
 from .layout import I1, I64, PTR, element_size, element_type, scalar_type
 from .lower_tensor import contiguous_strides, dot_uses_blas, floor_divide, gemm
 from .outlined import Outlined
@@ -91,6 +91,7 @@ def check_channels(fl: FunctionLowering, cin: ll.Value, cout: ll.Value, per_grou
                          f"{{1}}/{groups}", [per_group, cin])
 
 
+@lowers("convolve")
 def lower_convolve(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     """out[n, o, p…] = Σ_c Σ_q x̃[n, c, p·s + q·rd]·k[o, c, q…], x̃ the input dilated by
     `leftDilation` and padded; channels split into `groups`."""
@@ -280,8 +281,6 @@ def column_copy(fl: FunctionLowering, inst: Instruction, x: Tensor, k: Tensor,
 def direct(fl: FunctionLowering, inst: Instruction, x: Tensor, k: Tensor, out: ll.Value,
            geo: Geometry) -> None:
     """The loop nest: one accumulator per output element, a bounds test per tap."""
-    from .lower_control import result_slot
-
     b = fl.b
     t = fl.tensor_type(inst)
     n = t.rank - 2
@@ -295,7 +294,7 @@ def direct(fl: FunctionLowering, inst: Instruction, x: Tensor, k: Tensor, out: l
     st_ = scalar_type(t.dtype)
     elem = element_type(t.dtype)
     is_float = t.dtype.is_float
-    acc = result_slot(fl, st_)
+    acc = fl.result_slot(st_)
     zero = ll.Constant(st_, 0.0 if is_float else 0)
     with for_range(b, i64(0), x.dims[0], "n") as ni, for_range(b, i64(0), cout, "o") as o:
         g = b.sdiv(o, cout_g)

@@ -13,11 +13,13 @@ from collections.abc import Sequence
 
 from llvmlite import ir as ll
 
-from dlvm.ir import Function, Instruction, Value
+from dlvm.ir import BuiltinRef, Function, Instruction, Value
 from dlvm.ir.instructions.tensor import is_reversal, permutation
+from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import TensorType
 
 from ..runtime import blas
+from ..runtime.random import dtype_code
 from .emit import (
     add,
     alloca,
@@ -29,6 +31,7 @@ from .emit import (
     i64,
     is_const,
     memcpy,
+    memset,
     mul,
     product,
 )
@@ -44,7 +47,9 @@ from .layout import (
     element_type,
     scalar_type,
 )
+from .outlined import Outlined
 from .scalar import ScalarEmitter, combine
+from .support import CTX_RNG
 
 # ---------------------------------------------------------------- views
 
@@ -408,7 +413,6 @@ def gemm(fl: FunctionLowering, t: TensorType, a: ll.Value, ta: bool, c: ll.Value
     nonempty = b.and_(b.icmp_signed(">", m, i64(0)), b.icmp_signed(">", n, i64(0)))
     with b.if_then(nonempty), b.if_else(b.icmp_signed("==", k, i64(0))) as (empty, work):
         with empty:
-            from .emit import memset
 
             memset(b, out, 0, mul(b, mul(b, m, n), i64(element_size(t.dtype))))
         with work:
@@ -432,9 +436,7 @@ def gemm_loops(fl: FunctionLowering, t: TensorType, a: ll.Value, ta: bool, c: ll
     is_float = t.dtype.is_float
     a_row, a_col = (i64(1), m) if ta else (k, i64(1))
     c_row, c_col = (i64(1), k) if tc else (n, i64(1))
-    from .lower_control import result_slot
-
-    acc = result_slot(fl, acc_t)
+    acc = fl.result_slot(acc_t)
     with for_range(b, i64(0), m, "gi") as i, for_range(b, i64(0), n, "gj") as j:
         b.store(ll.Constant(acc_t, 0.0 if is_float else 0), acc)
         with for_range(b, i64(0), k, "gk") as p:
@@ -460,9 +462,7 @@ def vector_dot(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     t = fl.tensor_type(inst)
     st = scalar_type(t.dtype)
     elem = element_type(t.dtype)
-    from .lower_control import result_slot
-
-    acc = result_slot(fl, st)
+    acc = fl.result_slot(st)
     b.store(ll.Constant(st, 0.0 if t.dtype.is_float else 0), acc)
     with for_range(b, i64(0), n, "dot") as i:
         p = b.load(gep(b, elem, x.data, i), typ=elem)
@@ -479,9 +479,7 @@ def vector_dot(fl: FunctionLowering, inst: Instruction) -> ll.Value:
 
 def call_combinator(fl: FunctionLowering, fn_value: ll.Value, ftype: ll.FunctionType,
                     acc: ll.Value, x: ll.Value) -> ll.Value:
-    from .lower_control import result_slot
-
-    slot = result_slot(fl, acc.type)
+    slot = fl.result_slot(acc.type)
     status = call_pointer(fl.b, fn_value, ftype, [fl.ctx, slot, acc, x])
     fl.check(status)
     return fl.b.load(slot, typ=acc.type)
@@ -494,7 +492,6 @@ def combinator_callable(fl: FunctionLowering, inst: Instruction
     comb = inst.combinator
     if isinstance(comb, str):
         return None, None, comb
-    from dlvm.ir import BuiltinRef
 
     if isinstance(comb, BuiltinRef):
         return None, None, comb.name
@@ -531,9 +528,7 @@ def reduce_by_function(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     strides = contiguous_strides(b, x.dims)
     t = fl.tensor_type(inst)
     st = scalar_type(t.dtype)
-    from .lower_control import result_slot
-
-    acc = result_slot(fl, st)
+    acc = fl.result_slot(st)
     out_dims = [x.dims[k] for k in kept]
     if t.rank:
         struct, out = fl.new_tensor(t, out_dims)
@@ -605,8 +600,6 @@ def lower_scan(fl: FunctionLowering, inst: Instruction) -> ll.Value:
 @lowers("random")
 def lower_random(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     """Drawn by numpy's generator (see `random.py`), as the interpreter draws them."""
-    from ..runtime.random import dtype_code
-    from .support import CTX_RNG
 
     b = fl.b
     t = fl.tensor_type(inst)
@@ -618,9 +611,7 @@ def lower_random(fl: FunctionLowering, inst: Instruction) -> ll.Value:
         lambda v: b.sitofp(v, F64))
     fn = declare(fl.unit.llmod, "dlvm_random", I32, [I64, PTR, I64, I64, F64, F64])
     if t.rank == 0:
-        from .lower_control import result_slot
-
-        slot = result_slot(fl, scalar_type(t.dtype))
+        slot = fl.result_slot(scalar_type(t.dtype))
         data, count, struct = slot, i64(1), None
     else:
         if not t.is_static:
@@ -631,7 +622,6 @@ def lower_random(fl: FunctionLowering, inst: Instruction) -> ll.Value:
         struct, data = fl.new_tensor(t, dims)
         count = product(b, dims)
     generator = b.load(fl.rt.slot(b, fl.ctx, CTX_RNG), typ=I64)
-    from dlvm.ir.runtime import numpy_dtype
 
     status = b.call(fn, [generator, data, count, i64(dtype_code(numpy_dtype(t.dtype))),
                          as_double(lo), as_double(hi)])
@@ -695,7 +685,6 @@ def lower_reduce_window(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     for d in inst.dims:
         taps *= d
     if rank and combinator_callable(fl, inst)[2] is not None:
-        from .outlined import Outlined
 
         task = Outlined(fl, "dlvm.pool", [], [x.data, out, *x.dims, *out_dims, *lows, init])
         g = task.get
@@ -711,9 +700,7 @@ def lower_reduce_window(fl: FunctionLowering, inst: Instruction) -> ll.Value:
             fl.b = saved
         task.call([], out_dims[0], mul(b, product(b, out_dims), i64(taps)), POOL_PARALLEL_MIN)
         return struct
-    from .lower_control import result_slot
-
-    acc = result_slot(fl, scalar_type(t.dtype))
+    acc = fl.result_slot(scalar_type(t.dtype))
     fold_windows(fl, inst, x.data, x.dims, out, out_dims, lows, init, acc, i64(0),
                  out_dims[0] if rank else i64(1))
     return struct
@@ -780,11 +767,3 @@ def fold_windows(fl: FunctionLowering, inst: Instruction, xdata: ll.Value,
                 tap(q)
 
     outer(0, [], i64(0))
-
-
-@lowers("convolve")
-def lower_convolve(fl: FunctionLowering, inst: Instruction) -> ll.Value:
-    """im2col and GEMM, or a loop nest: see `lower_convolution`."""
-    from .lower_convolution import lower_convolve as lower
-
-    return lower(fl, inst)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dlvm.ir import LiteralValue
 
-from . import lower_control, lower_tensor, regions
+from . import lower_control, lower_convolution, lower_tensor, regions
 from .fallback import lower_fallback
 from .function import LOWER, RULES, FunctionLowering
 from .lower_aggregate import BUILTIN_RULES, enum_ref, materialize
@@ -24,6 +24,6 @@ RULES.enum_refs = enum_ref
 RULES.fallback = lower_fallback
 RULES.native_builtins = BUILTIN_RULES
 
-del regions, lower_control, lower_tensor
+del regions, lower_control, lower_convolution, lower_tensor
 
 __all__ = ["LOWER", "RULES"]

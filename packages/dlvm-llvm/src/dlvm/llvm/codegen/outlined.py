@@ -45,10 +45,8 @@ class Outlined:
              minimum: int = PARALLEL_MIN) -> None:
         """Run the task over [0, total) with `args`: on the pool when `work` (elements
         written or folded) is large enough to pay for waking it."""
-        from .lower_control import result_slot
-
         fl, b = self.fl, self.fl.b
-        closure = result_slot(fl, ll.ArrayType(I64, self.arg_count + len(self.values)))
+        closure = fl.result_slot(ll.ArrayType(I64, self.arg_count + len(self.values)))
         for j, v in enumerate([*args, *self.values]):
             b.store(v, gep(b, I64, closure, i64(j)))
         threads = fl.unit.threads
@@ -57,7 +55,7 @@ class Outlined:
             return
         parallel_for = declare(fl.unit.llmod, "dlvm_parallel_for", I32,
                                [PTR, PTR, I64, I64, I64])
-        status = result_slot(fl, I32)
+        status = fl.result_slot(I32)
         with b.if_else(b.icmp_signed(">=", work, i64(minimum))) as (split, alone):
             with split:
                 most = i64(threads * CHUNKS_PER_THREAD)
