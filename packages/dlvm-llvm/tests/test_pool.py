@@ -1,6 +1,6 @@
 """The native thread pool: every chunk runs once, the first error comes back, jobs from
-several Python threads at once, the thread budget caps every job, and GEMMs split over the
-pool give BLAS's results with every transpose flag and awkward sizes."""
+several Python threads at once, the thread budget caps every job, and GEMMs and GEMVs split
+over the pool give BLAS's results with every transpose flag and awkward sizes."""
 
 from __future__ import annotations
 
@@ -220,3 +220,105 @@ def test_gemms_split_over_the_pool_agree_with_numpy(shape: tuple[int, int, int],
                        ("tn", a.T.copy(), b), ("nt", a, b.T.copy())):
         got = exe[name](x, y)
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * k, err_msg=name)
+
+
+def gemv_wrapper(routine: str) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
+    """The pool's dlvm_?gemv, callable: cblas_?gemv's row-major signature, i64 sizes."""
+    ft = ctypes.c_float if routine == "sgemv" else ctypes.c_double
+    i32, i64_, p = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+    proto = ctypes.CFUNCTYPE(None, i32, i32, i64_, i64_, ft, p, i64_, p, i64_, ft, p, i64_)
+    return proto(pool.blas_addresses()[routine])
+
+
+@pytest.mark.skipif(not blas.available(), reason="numpy brings no OpenBLAS")
+@pytest.mark.parametrize("shape", [(517, 300), (300, 517), (1000, 141)])
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("strategy", ["pool", "openblas"])
+def test_gemvs_split_over_the_pool_agree_with_numpy(shape: tuple[int, int], trans: bool,
+                                                     dtype: str, n: int, strategy: str) -> None:
+    """y = αop(A)x + βy with a padded lda, x and y strided, sizes not multiples of a block."""
+    rows, cols = shape
+    assert rows * cols >= pool.GEMV_MIN  # large enough to split
+    assert (cols if trans else rows) % pool.GEMV_BLOCK != 0  # a short last piece
+    threads.set_num_threads(n)
+    blas.set_gemm_strategy(strategy)
+    np_t = np.float32 if dtype == "f32" else np.float64
+    rng = np.random.default_rng(2)
+    lda = cols + 7
+    store = rng.standard_normal((rows, lda)).astype(np_t)
+    a = store[:, :cols]
+    xs = rng.standard_normal(2 * (rows if trans else cols)).astype(np_t)
+    ys = rng.standard_normal(3 * (cols if trans else rows)).astype(np_t)
+    before = ys.copy()
+    x, y0 = xs[::2], ys[::3].copy()
+    alpha, beta = 0.75, -1.25
+    op = a.T if trans else a
+    want = alpha * (op.astype(np.float64) @ x.astype(np.float64)) + beta * y0
+    gemv = gemv_wrapper("sgemv" if dtype == "f32" else "dgemv")
+    try:
+        gemv(blas.ROW_MAJOR, blas.TRANS if trans else blas.NO_TRANS, rows, cols, alpha,
+             store.ctypes.data, lda, xs.ctypes.data, 2, beta, ys.ctypes.data, 3)
+    finally:
+        blas.set_gemm_strategy("pool")
+    tol = 1e-4 if dtype == "f32" else 1e-10
+    np.testing.assert_allclose(ys[::3], want, rtol=tol, atol=tol * rows)
+    between = np.ones(ys.size, bool)  # the elements between y's stay as they were
+    between[::3] = False
+    np.testing.assert_array_equal(ys[between], before[between])
+
+
+MLP = """
+module "mlp"
+stage raw
+
+func @predict: (<784 x 512 x {t}>, <512 x {t}>, <512 x 512 x {t}>, <512 x {t}>,
+                <512 x 10 x {t}>, <10 x {t}>, <1 x 784 x {t}>) -> <1 x 10 x {t}> {{
+'entry(%w1: <784 x 512 x {t}>, %b1: <512 x {t}>, %w2: <512 x 512 x {t}>, %b2: <512 x {t}>,
+       %w3: <512 x 10 x {t}>, %b3: <10 x {t}>, %x: <1 x 784 x {t}>):
+    %z0 = dot %x: <1 x 784 x {t}>, %w1: <784 x 512 x {t}>
+    %c0 = padShape %b1: <512 x {t}> at 0
+    %a0 = add %z0: <1 x 512 x {t}>, %c0: <1 x 512 x {t}>
+    %h0 = tanh %a0: <1 x 512 x {t}>
+    %z1 = dot %h0: <1 x 512 x {t}>, %w2: <512 x 512 x {t}>
+    %c1 = padShape %b2: <512 x {t}> at 0
+    %a1 = add %z1: <1 x 512 x {t}>, %c1: <1 x 512 x {t}>
+    %h1 = tanh %a1: <1 x 512 x {t}>
+    %z2 = dot %h1: <1 x 512 x {t}>, %w3: <512 x 10 x {t}>
+    %c2 = padShape %b3: <10 x {t}> at 0
+    %a2 = add %z2: <1 x 10 x {t}>, %c2: <1 x 10 x {t}>
+    return %a2: <1 x 10 x {t}>
+}}
+
+func @column: (<512 x 784 x {t}>, <784 x 1 x {t}>) -> <512 x 1 x {t}> {{
+'entry(%w: <512 x 784 x {t}>, %x: <784 x 1 x {t}>):
+    %y = dot %w: <512 x 784 x {t}>, %x: <784 x 1 x {t}>
+    return %y: <512 x 1 x {t}>
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("n", [1, 2])
+def test_batch_one_mlp_on_llvm_cpu_equals_the_interpreter(dtype: str, n: int) -> None:
+    """Batch-1 inference: every layer a GEMV (the first two large enough to split), and a
+    matrix times a column (the untransposed GEMV)."""
+    assert pool.GEMV_MIN <= 512 * 512
+    threads.set_num_threads(n)
+    np_t = np.float32 if dtype == "f32" else np.float64
+    module = ir.parse(MLP.format(t=dtype))
+    exe = ir.compile(module, "llvm-cpu", cache=False)
+    oracle = ir.compile(module, "interp")
+    rng = np.random.default_rng(3)
+    params = [rng.standard_normal(s).astype(np_t) * 0.05
+              for s in ((784, 512), (512,), (512, 512), (512,), (512, 10), (10,))]
+    x = rng.standard_normal((1, 784)).astype(np_t)
+    tol = 1e-5 if dtype == "f32" else 1e-12
+    for _ in range(3):  # the pool's workers warm and asleep alike
+        np.testing.assert_allclose(exe.call("predict", *params, x), oracle.call("predict", *params, x),
+                                   rtol=tol, atol=tol)
+    w = rng.standard_normal((512, 784)).astype(np_t)
+    col = rng.standard_normal((784, 1)).astype(np_t)
+    np.testing.assert_allclose(exe.call("column", w, col), oracle.call("column", w, col),
+                               rtol=tol * 10, atol=tol * 10)

@@ -8,10 +8,10 @@ pool in the process: no second copy, no oversubscription between numpy and DLVM.
 Compiled code calls `dlvm_sgemm`, `dlvm_dgemm` and, for a product with a single row or
 column, `dlvm_sgemv` / `dlvm_dgemv` (CBLAS row-major signatures with i64 sizes; OpenBLAS's
 gemm is several times slower than its gemv on one row); `register_symbols` points those
-names before code is loaded: the GEMMs at the thread pool's wrappers (`pool.py`), which split
-a large product over the process's thread budget with OpenBLAS on one thread, the GEMVs at
-the library. Where numpy brings no such library (a numpy built against another BLAS), `dot`
-runs a generated loop nest, and `available()` says so.
+names before code is loaded, all four at the thread pool's wrappers (`pool.py`), which split
+a large product over the process's thread budget with OpenBLAS on one thread. Where numpy
+brings no such library (a numpy built against another BLAS), `dot` runs a generated loop
+nest, and `available()` says so.
 
 `limit_threads` gives OpenBLAS its share of the budget through threadpoolctl: one thread
 while DLVM's pool splits GEMMs (the default, "pool"), the whole budget when OpenBLAS does
@@ -85,17 +85,16 @@ def available() -> bool:
 
 
 def register_symbols() -> bool:
-    """Make `dlvm_sgemm`/`dlvm_dgemm` (the pool's splitting wrappers) and `dlvm_sgemv`/
-    `dlvm_dgemv` (the library's) resolvable by the JIT; False without a BLAS."""
+    """Make `dlvm_sgemm`/`dlvm_dgemm`/`dlvm_sgemv`/`dlvm_dgemv` (the pool's splitting
+    wrappers, which call the library whole under the "openblas" strategy) resolvable by the
+    JIT; False without a BLAS."""
     blas = find()
     if blas is None:
         return False
     from . import pool
 
-    for name, where in pool.gemm_addresses().items():
+    for name, where in pool.blas_addresses().items():
         llvm.add_symbol(f"dlvm_{name}", where)
-    for name in ("sgemv", "dgemv"):
-        llvm.add_symbol(f"dlvm_{name}", getattr(blas, name))
     return True
 
 
