@@ -13,7 +13,10 @@ their own strides; a reduction (`reduce`, `unbroadcast`) accumulates into its ou
 strides that are 0 along the reduced dimensions — in a register when the innermost dimension
 is reduced. Adjacent dimensions that every access walks contiguously are merged, so a region
 over same-shaped tensors is one flat loop that LLVM vectorizes. The outermost dimension is
-split over the `begin`/`end` range of a task (threads on the CPU, blocks on a GPU).
+split over the `begin`/`end` range of a task (threads on the CPU, blocks on a GPU). On the
+CPU, a reduction along the outermost dimension (a full one included) is split too: each
+chunk folds into a private partial result, and the partials are combined in chunk order, so
+that a result depends on the thread count the code was built for, never on the scheduling.
 
 The caller computes the sizes (checking, where they are known only at run time, that they
 broadcast), allocates the outputs — or writes an output over a dying input of the same shape
@@ -585,11 +588,16 @@ class Region:
         loop = LoopFunction(fl, self)
         loop.build(space, reads, writes, accumulators, scalar_slots)
         args = [fl.ctx, *loop.captured_values]
-        # split over threads when the outermost dimension is not reduced (chunks would add
-        # into the same elements) and the region is large enough to pay for the hand-off
-        splittable = all(is_const(a.access.strides[0]) and a.access.strides[0].constant != 0
-                         for a in accumulators) and not scalar_slots
-        if fl.unit.threads > 1 and splittable:
+        # split over threads when the region is large enough to pay for the hand-off: chunks
+        # of the outermost dimension write disjoint elements, except into an accumulator that
+        # does not move along it (a reduction along it, a full one included), which each
+        # chunk folds into a private partial result instead
+        shared = [a for a in accumulators
+                  if not (is_const(a.access.strides[0]) and a.access.strides[0].constant != 0)]
+        only_reductions = all(v in {a.inst for a in accumulators} for v in scalar_slots)
+        if fl.unit.threads > 1 and shared and only_reductions:
+            status = self.emit_partial_split(loop, args, space, shared)
+        elif fl.unit.threads > 1 and not shared and not scalar_slots:
             work = mul(b, self.count(space), i64(max(1, len(self.insts))))
             status_slot = result_slot_of(fl, ll.IntType(32))
             with b.if_else(b.icmp_signed(">=", work, i64(PARALLEL_MIN))) as (split, direct):
@@ -604,6 +612,63 @@ class Region:
         for caller, was_reused in self.pending_releases:
             with b.if_then(b.not_(was_reused)):
                 fl.release(fl.value(caller), fl.type(caller))
+
+    def emit_partial_split(self, loop: LoopFunction, args: list[ll.Value],
+                           space: list[ll.Value], shared: list[Accumulator]) -> ll.Value:
+        """Run a loop nest whose `shared` accumulators do not move along the outermost
+        dimension: over the pool when large, each chunk folding into a private partial
+        result (a buffer of chunks × output-size elements per accumulator), then the partials
+        combined into the accumulators here in chunk order, so that the result depends only
+        on the thread count it was built for. Returns the loop's status."""
+        fl, b = self.fl, self.b
+        outer = space[0]
+        count = self.count(space)
+        most = i64(fl.unit.threads * CHUNKS_PER_THREAD)
+        chunks = b.select(b.icmp_signed("<", outer, most), outer, most)
+        sizes = [self.count(self.value_dims(a.inst)) for a in shared]
+        partial_total: ll.Value = i64(0)
+        for n in sizes:
+            partial_total = add(b, partial_total, n)
+        partial_total = b.mul(partial_total, chunks)
+        work = mul(b, count, i64(max(1, len(self.insts))))
+        # combining the partials (serial) may cost at most a quarter of the loop's elements
+        worth = b.and_(b.icmp_signed(">=", work, i64(PARALLEL_MIN)),
+                       b.icmp_signed("<=", b.mul(partial_total, i64(4)), count))
+        status_slot = result_slot_of(fl, ll.IntType(32))
+        with b.if_else(worth) as (split, direct):
+            with split:
+                buffers = []
+                for a, n in zip(shared, sizes, strict=True):
+                    t = TensorType((None,), a.access.dtype_type.dtype)
+                    struct, data = fl.new_tensor(t, [b.mul(chunks, n)])
+                    buffers.append((struct, t, data))
+                parts = [(a, data, n) for a, (_, _, data), n in zip(shared, buffers, sizes,
+                                                                     strict=True)]
+                b.store(loop.run_partials(b, args, outer, chunks, parts), status_slot)
+                self.combine_partials(chunks, parts)
+                for struct, t, _ in buffers:
+                    fl.release(struct, t)
+            with direct:
+                b.store(b.call(loop.fn, [*args, i64(0), outer]), status_slot)
+        return b.load(status_slot, typ=ll.IntType(32))
+
+    def combine_partials(self, chunks: ll.Value,
+                         parts: list[tuple[Accumulator, ll.Value, ll.Value]]) -> None:
+        """accumulator[j] ⊕= partial[c][j] for c = 0, 1, … in order (not reassociated)."""
+        fl, b = self.fl, self.b
+        emitter = self.emitter(b)
+        for acc, data, n in parts:
+            t = acc.access.dtype_type
+            et = element_type(t.dtype)
+            name = combinator_name(acc.inst)
+            with for_range(b, i64(0), chunks, "chunk") as c:
+                base = b.mul(c, n)
+                with for_range(b, i64(0), n, "part") as j:
+                    dst = gep(b, et, acc.access.data, j)
+                    src = gep(b, et, data, b.add(base, j))
+                    total = combine(emitter, name, fl.load_scalar(dst, t),
+                                    fl.load_scalar(src, t), False)
+                    fl.store_scalar(total, dst)
 
     @property
     def pending_releases(self) -> list[tuple[Value, ll.Value]]:
@@ -861,6 +926,66 @@ class LoopFunction:
         parallel_for = declare(fl.unit.llmod, "dlvm_parallel_for", ll.IntType(32),
                                [PTR, PTR, I64, I64, I64])
         return b.call(parallel_for, [task, closure, outer, chunks, i64(threads)])
+
+    def run_partials(self, b: ll.IRBuilder, args: list[ll.Value], outer: ll.Value,
+                     chunks: ll.Value, parts: list[tuple[Accumulator, ll.Value, ll.Value]]
+                     ) -> ll.Value:
+        """Call the loop nest through the pool as `chunks` tasks of one chunk each (task c
+        runs the outer indices [c·outer/chunks, (c+1)·outer/chunks)), each folding the
+        accumulators of `parts` (accumulator, partial buffer, output size) into its own
+        slice c of the partial buffers, which it first sets to the combinator's identity.
+        The chunk index is the pool's index, not derived from a range, so the pool may run
+        any number of them per call."""
+        from .emit import declare
+        from .lower_control import result_slot
+
+        fl = self.fl
+        values = [*args, outer, chunks, *(p for _, p, _ in parts), *(n for _, _, n in parts)]
+        closure = result_slot(fl, ll.ArrayType(I64, len(values)))
+        for k, v in enumerate(values):
+            b.store(v, gep(b, I64, closure, i64(k)))
+        task = self.partial_task(args, parts)
+        parallel_for = declare(fl.unit.llmod, "dlvm_parallel_for", ll.IntType(32),
+                               [PTR, PTR, I64, I64, I64])
+        return b.call(parallel_for, [task, closure, chunks, chunks, i64(fl.unit.threads)])
+
+    def partial_task(self, args: list[ll.Value],
+                     parts: list[tuple[Accumulator, ll.Value, ll.Value]]) -> ll.Function:
+        i32t = ll.IntType(32)
+        fn = ll.Function(self.fl.unit.llmod, ll.FunctionType(i32t, [PTR, I64, I64]),
+                         self.fn.name + ".partials")
+        fn.linkage = "internal"
+        b = ll.IRBuilder(fn.append_basic_block("entry"))
+        closure, first, last = fn.args
+
+        def field(k: int, t: ll.Type) -> ll.Value:
+            return b.load(gep(b, I64, closure, i64(k)), typ=t)
+
+        values = [field(k, v.type) for k, v in enumerate(args)]
+        outer, chunks = field(len(args), I64), field(len(args) + 1, I64)
+        datas = [field(len(args) + 2 + k, PTR) for k in range(len(parts))]
+        sizes = [field(len(args) + 2 + len(parts) + k, I64) for k in range(len(parts))]
+        status_slot = alloca(b, i32t)
+        b.store(i32(0), status_slot)
+        with for_range(b, first, last, "chunk") as c:
+            lo = b.sdiv(b.mul(c, outer), chunks)
+            hi = b.sdiv(b.mul(b.add(c, i64(1)), outer), chunks)
+            call_args = list(values)
+            for (acc, _, _), data, n in zip(parts, datas, sizes, strict=True):
+                dtype = acc.access.dtype_type.dtype
+                et = element_type(dtype)
+                mine = gep(b, et, data, b.mul(c, n))
+                unit = const_of(scalar_type(dtype), identity(combinator_name(acc.inst), dtype))
+                if unit.type == I1:
+                    unit = ll.Constant(I8, int(unit.constant))
+                with for_range(b, i64(0), n, "identity") as j:
+                    b.store(unit, gep(b, et, mine, j))
+                call_args[1 + self.captured[id(acc.access.data)]] = mine
+            status = b.call(self.fn, [*call_args, lo, hi])
+            old = b.load(status_slot, typ=i32t)
+            b.store(b.select(b.icmp_signed("!=", old, i32(0)), old, status), status_slot)
+        b.ret(b.load(status_slot, typ=i32t))
+        return fn
 
     def task_function(self, args: list[ll.Value]) -> ll.Function:
         fn = ll.Function(self.fl.unit.llmod, ll.FunctionType(ll.IntType(32), [PTR, I64, I64]),
