@@ -89,6 +89,8 @@ class Rules:
     global_pointer: Callable[[FunctionLowering, GlobalVariable], ll.Value] | None = None
     enum_refs: Callable[[FunctionLowering, ll.Value, Type, bool], None] | None = None
     fallback: Lowerer | None = None  # an instruction through the interpreter
+    # `apply` of a `!kernel` as one fused region (None: call it as a function)
+    kernel_call: Callable[[FunctionLowering, Instruction, Spec], ll.Value | None] | None = None
     native_builtins: tuple[str, ...] = field(default_factory=tuple)  # builtins with a rule
 
 

@@ -42,6 +42,7 @@ import llvmlite.binding as llvm
 from dlvm.ir.diagnostics import DlvmError
 
 # the host's LLVM, re-exported: the rest of the package reaches it through this module
+from . import split, workers
 from .compile_worker import Host as Host
 from .compile_worker import emit_single as emit_single
 from .compile_worker import host as host
@@ -71,8 +72,6 @@ def emit(text: str, what: str, opt: int = 3) -> bytes | str:
     if what != "jit":
         return emit_single(text, what, opt)
     if opt:
-        from . import split, workers
-
         n = workers.count() + 1
         try:
             parts = split.split(text, n, SPLIT_MIN_CHARS) if n > 1 else [text]

@@ -17,7 +17,7 @@ from dlvm.ir.core import BranchTarget, DerivativeDecl
 from dlvm.ir.types import FunctionType, PointerType, Type
 
 from .emit import call_pointer, i32, i64
-from .function import FunctionLowering, lowers
+from .function import RULES, FunctionLowering, lowers
 from .layout import I64, PTR
 from .lower_aggregate import enum_layout
 from .lower_memory import load_pointer
@@ -131,11 +131,6 @@ def lower_branch_enum(fl: FunctionLowering, inst: Instruction) -> None:
 # ---------------------------------------------------------------- calls
 
 
-def result_slot(fl: FunctionLowering, t: ll.Type) -> ll.Value:
-    """`fl.result_slot(t)`, for the modules that still call it as a function."""
-    return fl.result_slot(t)
-
-
 @lowers("apply")
 def lower_apply(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
     callee = inst.callee
@@ -150,10 +145,10 @@ def lower_apply(fl: FunctionLowering, inst: Instruction) -> ll.Value | None:
             b.position_at_end(fl.llfn.append_basic_block("unreachable"))
             return ll.Constant(result_type, None)
         spec = fl.spec.callees.get(inst) or fl.unit.specializer.spec(callee)
-        if "kernel" in callee.attributes:
-            from .regions import lower_kernel_call
-
-            return lower_kernel_call(fl, inst, spec)
+        if "kernel" in callee.attributes and RULES.kernel_call is not None:
+            fused = RULES.kernel_call(fl, inst, spec)
+            if fused is not None:
+                return fused
         return call_function(fl, inst, spec)
     else:
         target = fl.value(callee)

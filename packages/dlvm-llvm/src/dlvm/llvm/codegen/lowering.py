@@ -22,6 +22,7 @@ RULES.literal = lower_literal  # type: ignore[assignment]
 RULES.global_pointer = global_pointer
 RULES.enum_refs = enum_ref
 RULES.fallback = lower_fallback
+RULES.kernel_call = regions.lower_kernel_call
 RULES.native_builtins = BUILTIN_RULES
 
 del regions, lower_control, lower_convolution, lower_tensor

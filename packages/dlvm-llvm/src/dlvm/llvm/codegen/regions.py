@@ -36,8 +36,9 @@ from dlvm.ir.core import KeywordLiteral, ScalarLiteral
 from dlvm.ir.runtime import numpy_dtype, sum_dtype
 from dlvm.ir.types import DataType, TensorType, Type
 
-from .emit import add, alloca, for_range, gep, i32, i64, is_const, mul
+from .emit import add, alloca, declare, for_range, gep, i32, i64, is_const, mul
 from .function import (
+    RULES,
     FunctionLowering,
     Tensor,
     lowers,
@@ -45,6 +46,7 @@ from .function import (
     scalar_constant,
 )
 from .layout import I1, I8, I64, PTR, element_size, element_type, scalar_type
+from .lower_tensor import reduce_by_function
 from .rounding import rounded
 from .scalar import SCALAR, ScalarEmitter, combine, identity
 from .specialize import Spec
@@ -104,28 +106,24 @@ def is_region_instruction(inst: Instruction) -> bool:
 def lower_single(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     """One element-wise instruction or reduction, as a region of its own."""
     if inst.opcode == "reduce" and not is_region_instruction(inst):
-        from .lower_tensor import reduce_by_function
-
         return reduce_by_function(fl, inst)
     if inst.opcode not in SCALAR and inst.opcode not in LOWERED_REDUCTIONS:
-        from .fallback import lower_fallback
-
-        return lower_fallback(fl, inst)  # type: ignore[return-value]
+        assert RULES.fallback is not None
+        return RULES.fallback(fl, inst)  # type: ignore[return-value]
     inputs = {v: v for v in dict.fromkeys(direct_operands(inst))
               if not isinstance(v, LiteralValue)}
     region = Region(fl, [inst], fl.type, inputs, [inst])
     return region.lower()[0]
 
 
-def lower_kernel_call(fl: FunctionLowering, inst: Instruction, spec: Spec) -> ll.Value:
-    """`apply @k(…)` of a `!kernel`: the region is k's body, its inputs the call's operands."""
+def lower_kernel_call(fl: FunctionLowering, inst: Instruction, spec: Spec) -> ll.Value | None:
+    """`apply @k(…)` of a `!kernel`: the region is k's body, its inputs the call's operands
+    (None where an instruction of the body has no scalar rule: the caller calls k as a
+    function)."""
     kernel: Function = spec.fn
     body = kernel.entry.instructions
     if not all(i.opcode in SCALAR or i.opcode in LOWERED_REDUCTIONS for i in body[:-1]):
-        # an instruction without a scalar rule: call the kernel as a function
-        from .lower_control import call_function
-
-        return call_function(fl, inst, spec)
+        return None
     ret = body[-1]
     value = ret.fields.get("value")
     if isinstance(value, LiteralValue):  # a tuple of outputs
@@ -344,8 +342,6 @@ class Region:
         reused: list[tuple[Value, ll.Value]] = []
         accumulators: list[Accumulator] = []
         scalar_slots: dict[Value, ll.Value] = {}
-        from .lower_control import result_slot
-
         for out in dict.fromkeys(self.outputs):
             if out not in self.members:
                 continue
@@ -355,7 +351,7 @@ class Region:
                 acc = self.accumulator(inst, space, results, scalar_slots)
                 accumulators.append(acc)
             elif t.rank == 0:
-                scalar_slots[out] = result_slot(fl, element_type(t.dtype))
+                scalar_slots[out] = fl.result_slot(element_type(t.dtype))
             else:
                 dims = self.value_dims(out)
                 struct, data = self.output_buffer(out, t, dims, reused)
@@ -486,7 +482,7 @@ class Region:
                 continue
             guards.append((k, b.icmp_signed("!=", xd, i64(1))))
         if t.rank == 0:
-            slot = result_slot_of(fl, element_type(acc_t.dtype))
+            slot = fl.result_slot(element_type(acc_t.dtype))
             fl.store_scalar(init, slot)
             scalar_slots[inst] = slot
             access = Access(slot, [i64(0)] * rank, acc_t, guards)
@@ -599,7 +595,7 @@ class Region:
             status = self.emit_partial_split(loop, args, space, shared)
         elif fl.unit.threads > 1 and not shared and not scalar_slots:
             work = mul(b, self.count(space), i64(max(1, len(self.insts))))
-            status_slot = result_slot_of(fl, ll.IntType(32))
+            status_slot = fl.result_slot(ll.IntType(32))
             with b.if_else(b.icmp_signed(">=", work, i64(PARALLEL_MIN))) as (split, direct):
                 with split:
                     b.store(loop.run_parallel(b, args, space[0]), status_slot)
@@ -634,7 +630,7 @@ class Region:
         # combining the partials (serial) may cost at most a quarter of the loop's elements
         worth = b.and_(b.icmp_signed(">=", work, i64(PARALLEL_MIN)),
                        b.icmp_signed("<=", b.mul(partial_total, i64(4)), count))
-        status_slot = result_slot_of(fl, ll.IntType(32))
+        status_slot = fl.result_slot(ll.IntType(32))
         with b.if_else(worth) as (split, direct):
             with split:
                 buffers = []
@@ -688,12 +684,6 @@ def is_splat(v: Value) -> bool:
     loop body rather than a buffer to read."""
     return isinstance(v, LiteralValue) and (isinstance(v.literal, ScalarLiteral) or (
         isinstance(v.literal, KeywordLiteral) and v.literal.keyword != "null"))
-
-
-def result_slot_of(fl: FunctionLowering, t: ll.Type) -> ll.Value:
-    from .lower_control import result_slot
-
-    return result_slot(fl, t)
 
 
 def collapse(space: list[ll.Value], strides: list[list[ll.Value]], guarded: list[bool]
@@ -912,11 +902,8 @@ class LoopFunction:
                      ) -> ll.Value:
         """Call the loop nest through the thread pool: a closure of its arguments, and a
         task function that unpacks them."""
-        from .emit import declare
-        from .lower_control import result_slot
-
         fl = self.fl
-        closure = result_slot(fl, ll.ArrayType(I64, len(args)))
+        closure = fl.result_slot(ll.ArrayType(I64, len(args)))
         for k, v in enumerate(args):
             b.store(v, gep(b, I64, closure, i64(k)))
         task = self.task_function(args)
@@ -936,12 +923,9 @@ class LoopFunction:
         slice c of the partial buffers, which it first sets to the combinator's identity.
         The chunk index is the pool's index, not derived from a range, so the pool may run
         any number of them per call."""
-        from .emit import declare
-        from .lower_control import result_slot
-
         fl = self.fl
         values = [*args, outer, chunks, *(p for _, p, _ in parts), *(n for _, _, n in parts)]
-        closure = result_slot(fl, ll.ArrayType(I64, len(values)))
+        closure = fl.result_slot(ll.ArrayType(I64, len(values)))
         for k, v in enumerate(values):
             b.store(v, gep(b, I64, closure, i64(k)))
         task = self.partial_task(args, parts)
