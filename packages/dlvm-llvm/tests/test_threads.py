@@ -10,7 +10,7 @@ import pytest
 
 import dlvm.ir as ir
 import dlvm.llvm as dlvm_llvm
-from dlvm.llvm.runtime import threads
+from dlvm.llvm.runtime import cpus, threads
 from dlvm.llvm.target import LLVMCPUTarget
 
 
@@ -97,43 +97,43 @@ def test_cgroup_v2_takes_the_tightest_ancestor(tmp_path: Path) -> None:
     write(tmp_path, {"proc": "0::/a/b\n", "fs/cgroup.controllers": "cpu",
                      "fs/cpu.max": "max 100000", "fs/a/cpu.max": "400000 100000",
                      "fs/a/b/cpu.max": "150000 100000"})
-    assert threads.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) == 1.5
+    assert cpus.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) == 1.5
     write(tmp_path, {"fs/a/b/cpu.max": "max 100000"})
-    assert threads.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) == 4.0
+    assert cpus.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) == 4.0
     write(tmp_path, {"fs/a/cpu.max": "max 100000"})
-    assert threads.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) is None
+    assert cpus.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) is None
 
 
 def test_cgroup_v1_quota_and_none(tmp_path: Path) -> None:
     write(tmp_path, {"proc": "4:memory:/x\n3:cpu,cpuacct:/docker/abc\n",
                      "fs/cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "250000",
                      "fs/cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000"})
-    assert threads.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) == 2.5
+    assert cpus.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) == 2.5
     write(tmp_path, {"fs/cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "-1"})
-    assert threads.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) is None
+    assert cpus.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) is None
 
 
 def test_no_cgroup_files_means_no_limit(tmp_path: Path) -> None:
-    assert threads.cgroup_cpu_limit(str(tmp_path), str(tmp_path / "missing")) is None
+    assert cpus.cgroup_cpu_limit(str(tmp_path), str(tmp_path / "missing")) is None
     write(tmp_path, {"proc": "0::/\n", "fs/cgroup.controllers": "cpu",
                      "fs/cpu.max": "garbage"})
-    assert threads.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) is None
+    assert cpus.cgroup_cpu_limit(str(tmp_path / "fs"), str(tmp_path / "proc")) is None
 
 
 def test_usable_cpus_is_affinity_capped_by_the_quota_rounded_up(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(threads, "affinity_cpus", lambda: 8)
+    monkeypatch.setattr(cpus, "affinity_cpus", lambda: 8)
     write(tmp_path, {"proc": "0::/\n", "fs/cgroup.controllers": "cpu",
                      "fs/cpu.max": "150000 100000"})
-    assert threads.usable_cpus(str(tmp_path / "fs"), str(tmp_path / "proc")) == 2
+    assert cpus.usable_cpus(str(tmp_path / "fs"), str(tmp_path / "proc")) == 2
     write(tmp_path, {"fs/cpu.max": "max 100000"})
-    assert threads.usable_cpus(str(tmp_path / "fs"), str(tmp_path / "proc")) == 8
-    monkeypatch.setattr(threads, "affinity_cpus", lambda: 1)
+    assert cpus.usable_cpus(str(tmp_path / "fs"), str(tmp_path / "proc")) == 8
+    monkeypatch.setattr(cpus, "affinity_cpus", lambda: 1)
     write(tmp_path, {"fs/cpu.max": "800000 100000"})
-    assert threads.usable_cpus(str(tmp_path / "fs"), str(tmp_path / "proc")) == 1
+    assert cpus.usable_cpus(str(tmp_path / "fs"), str(tmp_path / "proc")) == 1
 
 
 def test_affinity_is_what_the_os_says() -> None:
     import os
 
-    assert threads.affinity_cpus() == len(os.sched_getaffinity(0))
+    assert cpus.affinity_cpus() == len(os.sched_getaffinity(0))

@@ -7,7 +7,7 @@ pool in the process: no second copy, no oversubscription between numpy and DLVM.
 
 Compiled code calls `dlvm_sgemm`, `dlvm_dgemm` and, for a product with a single row or
 column, `dlvm_sgemv` / `dlvm_dgemv` (CBLAS row-major signatures with i64 sizes; OpenBLAS's
-gemm is several times slower than its gemv on one row); `register_symbols` points those
+gemm is several times slower than its gemv on one row); `pool.register_symbols` points those
 names before code is loaded, all four at the thread pool's wrappers (`pool.py`), which split
 a large product over the process's thread budget with OpenBLAS on one thread. Where numpy
 brings no such library (a numpy built against another BLAS), `dot` runs a generated loop
@@ -24,11 +24,10 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
-
-import llvmlite.binding as llvm
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
@@ -84,22 +83,10 @@ def available() -> bool:
     return find() is not None
 
 
-def register_symbols() -> bool:
-    """Make `dlvm_sgemm`/`dlvm_dgemm`/`dlvm_sgemv`/`dlvm_dgemv` (the pool's splitting
-    wrappers, which call the library whole under the "openblas" strategy) resolvable by the
-    JIT; False without a BLAS."""
-    blas = find()
-    if blas is None:
-        return False
-    from . import pool
-
-    for name, where in pool.blas_addresses().items():
-        llvm.add_symbol(f"dlvm_{name}", where)
-    return True
-
-
 STRATEGIES = ("pool", "openblas")
 _strategy = "pool"
+# told when the strategy changes (`threads` re-applies the budget: both shares change)
+on_strategy_change: list[Callable[[], None]] = []
 
 
 def gemm_strategy() -> str:
@@ -115,9 +102,8 @@ def set_gemm_strategy(strategy: str) -> None:
         raise ValueError(f"GEMM strategy must be one of {', '.join(STRATEGIES)}, found "
                          f"{strategy!r}")
     _strategy = strategy
-    from . import threads
-
-    threads.apply()
+    for listener in on_strategy_change:
+        listener()
 
 
 @cache

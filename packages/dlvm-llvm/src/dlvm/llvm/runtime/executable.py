@@ -49,8 +49,9 @@ from ..codegen.support import (
     CTX_THREADS,
     N_PARAMS,
 )
-from . import blas
+from . import blas, pool
 from .results import RECLAIMER, ResultReader, ResultSlots, words
+from .threads import get_num_threads  # noqa: F401 — importing it puts the budget into the pool
 
 _HELPER1 = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _HELPER2 = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -180,11 +181,9 @@ class LLVMExecutable(ir.Executable):
         self.fallback_error = ""
         self.contexts: list[Context] = []
         self.ctx_free: Callable[..., None] | None = None
-        blas.register_symbols()
+        pool.register_symbols()
         if threads > 1:
-            from . import pool
-
-            pool.address()
+            pool.address()  # kernels call it by name (without a BLAS nothing loaded it yet)
 
     # ------------------------------------------------------------ calling
 

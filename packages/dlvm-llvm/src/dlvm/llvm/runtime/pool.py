@@ -65,6 +65,7 @@ from types import ModuleType
 import llvmlite.binding as llvm
 from llvmlite import ir as ll
 
+from ..codegen import jit
 from ..codegen.emit import (
     alloca,
     call_pointer,
@@ -76,6 +77,8 @@ from ..codegen.emit import (
     store_atomic,
 )
 from ..codegen.layout import F32, F64, I32, I64, PTR, VOID
+from . import blas
+from .cpus import usable_cpus
 
 MAX_WORKERS = 256
 SYNC_BYTES = 128  # room for a pthread mutex or condition variable on any libc
@@ -628,14 +631,14 @@ _engines: list[object] = []
 _budget = 0  # what the native pool is told once it is loaded (0: every thread it is asked)
 _spin_ns = SPIN_NS
 _configure: Callable[[int, int, int, int], None] | None = None
+# where the budget comes from when the pool loads before anyone set it (`threads` puts its
+# get_num_threads here, which reads DLVM_NUM_THREADS)
+budget_source: Callable[[], int] = usable_cpus
 
 
 @cache
 def _compiled() -> dict[str, int]:
     """Compile the pool (once per process) and make its symbols resolvable."""
-    from ..codegen import jit
-    from . import blas, threads
-
     global _configure
     with _lock:
         lib = blas.find()
@@ -652,18 +655,17 @@ def _compiled() -> dict[str, int]:
         _configure = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 4)(
             found["dlvm_pool_configure"])
     if not _budget:
-        threads.apply()
+        budget = budget_source()
+        set_budget(budget)
+        blas.limit_threads(budget)
     else:
         _push()
     return found
 
 
 def _push() -> None:
-    from . import blas, threads
-
     if _configure is not None:
-        _configure(_budget, _spin_ns, int(blas.gemm_strategy() == "pool"),
-                   threads.usable_cpus())
+        _configure(_budget, _spin_ns, int(blas.gemm_strategy() == "pool"), usable_cpus())
 
 
 def _object_code(jit: ModuleType) -> bytes:
@@ -683,6 +685,17 @@ def _object_code(jit: ModuleType) -> bytes:
 def address() -> int:
     """The address of `dlvm_parallel_for` (compiled on first use, then resolvable by name)."""
     return _compiled()["dlvm_parallel_for"]
+
+
+def register_symbols() -> bool:
+    """Make `dlvm_sgemm`/`dlvm_dgemm`/`dlvm_sgemv`/`dlvm_dgemv` (the splitting wrappers,
+    which call the library whole under the "openblas" strategy) resolvable by the JIT;
+    False without a BLAS."""
+    if blas.find() is None:
+        return False
+    for name, where in blas_addresses().items():
+        llvm.add_symbol(f"dlvm_{name}", where)
+    return True
 
 
 def blas_addresses() -> dict[str, int]:
