@@ -527,14 +527,22 @@ class Pool:
                   b.ptrtoint(a, I64), lda, b.ptrtoint(bb, I64), ldb,
                   b.zext(b.bitcast(beta, bits), I64) if not double else b.bitcast(beta, I64),
                   b.ptrtoint(c, I64), ldc, b.zext(split_n, I64)]
-        for j, x in enumerate(values):
-            b.store(x, gep(b, I64, closure, i64(j)))
-        dim = b.select(split_n, n, m)
-        blocks = b.sdiv(b.add(dim, i64(GEMM_BLOCK - 1)), i64(GEMM_BLOCK))
         # pieces per core, not per thread: a thinner piece packs the same panels again
+        self.run_blocks(b, task, closure, values, b.select(split_n, n, m), GEMM_BLOCK,
+                        GEMM_CHUNKS_PER_THREAD, budget)
+
+    def run_blocks(self, b: ll.IRBuilder, task: ll.Function, closure: ll.Value,
+                   values: list[ll.Value], dim: ll.Value, block: int, per_thread: int,
+                   budget: ll.Value) -> None:
+        """Store a BLAS call's arguments in its closure and run its blocks of `block`
+        outputs (along `dim`) over the pool, in at most `per_thread` pieces per usable
+        core; then return."""
+        for j, value in enumerate(values):
+            b.store(value, gep(b, I64, closure, i64(j)))
+        blocks = b.sdiv(b.add(dim, i64(block - 1)), i64(block))
         cores = _load(b, self.f(b, "cores"), "monotonic")
         most = b.mul(b.select(b.icmp_signed("<", cores, budget), cores, budget),
-                     i64(GEMM_CHUNKS_PER_THREAD))
+                     i64(per_thread))
         chunks = b.select(b.icmp_signed("<", blocks, most), blocks, most)
         parallel_for = self.m.get_global("dlvm_parallel_for")
         b.call(parallel_for, [task, closure, blocks, chunks, budget])
@@ -608,17 +616,9 @@ class Pool:
         values = [b.zext(layout, I64), b.zext(trans, I64), m, n, to_i64(b, alpha),
                   b.ptrtoint(a, I64), lda, b.ptrtoint(x, I64), incx, to_i64(b, beta),
                   b.ptrtoint(y, I64), incy]
-        for j, value in enumerate(values):
-            b.store(value, gep(b, I64, closure, i64(j)))
-        dim = b.select(b.icmp_signed("!=", trans, i32(NO_TRANS)), n, m)
-        blocks = b.sdiv(b.add(dim, i64(GEMV_BLOCK - 1)), i64(GEMV_BLOCK))
-        cores = _load(b, self.f(b, "cores"), "monotonic")
-        most = b.mul(b.select(b.icmp_signed("<", cores, budget), cores, budget),
-                     i64(GEMV_CHUNKS_PER_THREAD))
-        chunks = b.select(b.icmp_signed("<", blocks, most), blocks, most)
-        parallel_for = self.m.get_global("dlvm_parallel_for")
-        b.call(parallel_for, [task, closure, blocks, chunks, budget])
-        b.ret_void()
+        self.run_blocks(b, task, closure, values,
+                        b.select(b.icmp_signed("!=", trans, i32(NO_TRANS)), n, m), GEMV_BLOCK,
+                        GEMV_CHUNKS_PER_THREAD, budget)
 
 
 def build() -> str:
