@@ -197,7 +197,7 @@ def geometries(draw: st.DrawFn) -> tuple[Conv, int]:
     return c, draw(st.integers(0, 2**16))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(geometries())
 def test_random_geometries_agree_with_the_interpreter(drawn: tuple[Conv, int]) -> None:
     c, seed = drawn
