@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dlvm.ir import Builder, Module, Value
 from dlvm.ir.builder import constant
-from dlvm.ir.types import TensorType, Type, scalar
+from dlvm.ir.types import TensorType, TupleType, Type, scalar
 
 
 def tensor_of(t: Type) -> TensorType:
@@ -42,8 +42,6 @@ class RuleContext:
 
     def zeros(self, like: Value) -> Value:
         """Zeros of primal `like`'s type, at its run-time shape when that is dynamic."""
-        from dlvm.ir.types import TupleType
-
         if isinstance(self.module.resolve(like.type), TupleType):
             return tuple_zeros(self, like)
         t = self.type_of(like)
@@ -111,8 +109,6 @@ class TangentContext(RuleContext):
 def tuple_zeros(c: RuleContext, like: Value) -> Value:
     """Zeros of a tuple-typed primal value, element by element."""
     from dlvm.ir import AggregateLiteral, LiteralValue
-    from dlvm.ir.types import TupleType
-
     t = c.module.resolve(like.type)
     assert isinstance(t, TupleType)
     elements = [tuple_element_zeros(c, like, i) for i in range(len(t.elements))]
@@ -121,8 +117,6 @@ def tuple_zeros(c: RuleContext, like: Value) -> Value:
 
 def tuple_element_zeros(c: RuleContext, like: Value, i: int) -> Value:
     """Zeros of element `i` of a tuple-typed primal value."""
-    from dlvm.ir.types import TupleType
-
     t = c.module.resolve(like.type)
     assert isinstance(t, TupleType)
     e = c.module.resolve(t.elements[i])

@@ -273,8 +273,6 @@ class HostFlavour(Flavour):
 
     def math(self, module: ll.Module) -> Callable[[ll.IRBuilder, str, Sequence[ll.Value]],
                                                   ll.Value]:
-        from dlvm.llvm.codegen.mathlib import MathLib
-
         return MathLib(module).call
 
     def finish(self, module: ll.Module, kernels: list[ll.Function]) -> None:

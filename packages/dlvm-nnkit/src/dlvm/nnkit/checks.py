@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from dlvm.ir import DataType
+
 from .errors import type_error, value_error
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -22,20 +24,12 @@ SHOWN_CHARS = 40  # a longer string or repr is shortened in messages
 
 def describe(value: Any) -> str:
     """What `value` is, in words a user recognises: `a staged tensor of type <3 x f32>`,
-    `the int -1`, `a numpy array of shape (2, 3) and dtype float32`, …"""
-    from dlvm.ir import DataType
-
-    from .staging import StagedFunction, StagedTensor
-    from .types import TensorSpec
-
+    `the int -1`, `a numpy array of shape (2, 3) and dtype float32`, …; NNKit's own
+    classes (staged tensors and functions, tensor types) say it with `described()`."""
     if value is None:
         return "None"
-    if isinstance(value, StagedTensor):
-        return f"a staged tensor of type {value.spec}"
-    if isinstance(value, StagedFunction):
-        return f"the staged function '{value.name}'"
-    if isinstance(value, TensorSpec):
-        return f"the type {value}"
+    if callable(getattr(type(value), "described", None)):
+        return value.described()  # type: ignore[no-any-return]
     if isinstance(value, DataType):
         return f"the element type {value}"
     if isinstance(value, bool | int | float | complex):
@@ -136,9 +130,8 @@ def check_bool(value: Any, what: str) -> bool:
 
 
 def check_callable(value: Any, what: str, expected: str = "a function") -> Callable[..., Any]:
-    from .staging import StagedTensor
-
-    if not callable(value) or isinstance(value, StagedTensor | type):
+    if not callable(value) or isinstance(value, type) or getattr(type(value), "is_staged_tensor",
+                                                                 False):
         raise wrong(what, expected, value)
     return value  # type: ignore[no-any-return]
 
@@ -237,31 +230,9 @@ def check_indices(value: Any, what: str, *, count: int | None, allow_empty: bool
 # ---------------------------------------------------------------- types
 
 
-def check_spec(value: Any, what: str) -> Any:
-    """A staged tensor type (`Float2D`, `Tensor[f32, (None, 784)]`)."""
-    from .types import TensorSpec
-
-    if not isinstance(value, TensorSpec):
-        raise wrong(what, "a tensor type such as nnkit.Float2D or nnkit.Tensor[nnkit.f32, 2]",
-                    value)
-    return value
-
-
-def check_specs(value: Any, what: str) -> tuple[Any, ...]:
-    """A tuple (or list) of tensor types, one per argument."""
-    from .types import TensorSpec
-
-    if isinstance(value, TensorSpec):
-        raise wrong(what, f"a tuple of types, one per argument (({value},) for one)", value)
-    items = check_sequence(value, what, "a tuple of tensor types, one per argument")
-    return tuple(check_spec(s, f"{what}[{k}]") for k, s in enumerate(items))
-
-
 def check_dtype(value: Any, what: str, *, kinds: tuple[str, ...] = ("bool", "int", "float")
                 ) -> Any:
     """An element type of NNKit (`nnkit.f32`, …) of one of `kinds`."""
-    from dlvm.ir import DataType
-
     if not isinstance(value, DataType):
         raise wrong(what, "an element type such as nnkit.f32", value)
     if value.kind not in kinds:

@@ -36,13 +36,12 @@ from .checks import (
     check_real,
     check_rng,
     check_sequence,
-    check_spec,
     describe,
     wrong,
 )
 from .errors import value_error
 from .staging import StagedFunction, StagedTensor, gradient, lambda_
-from .types import TensorSpec, f32
+from .types import TensorSpec, check_spec, f32
 
 Params = Mapping[str, Any]
 

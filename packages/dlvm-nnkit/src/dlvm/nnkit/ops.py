@@ -11,6 +11,7 @@ checked, and a wrong one is a one-line error at the user's line.
 from __future__ import annotations
 
 import builtins
+import sys
 from collections.abc import Sequence
 from numbers import Real
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import dlvm.ir as ir
 from dlvm.ir import DataType
 
-from . import promotion
+from . import promotion, tensor
 from .checks import (
     bad,
     check_axes,
@@ -31,6 +32,7 @@ from .checks import (
 from .errors import type_error, value_error
 from .staging import Stage, as_rep, current_stage
 from .tensor import StagedTensor
+from .types import TensorSpec
 
 Rep = StagedTensor
 COMBINATORS = ("add", "multiply", "max", "min")  # what `reduce` folds with
@@ -94,8 +96,6 @@ def _number(value: bool | int | float, dtype: DataType, stage: Stage) -> Rep:
 
 
 def _scalar_spec(dtype: DataType) -> Any:
-    from .types import TensorSpec
-
     return TensorSpec(dtype, ())
 
 
@@ -471,3 +471,6 @@ def cross_entropy(logits: Any, labels: Any) -> Rep:
     labels = as_rep(labels, logits.stage, "the labels of 'cross_entropy'")
     per_row = negate(sum(labels * log_softmax(logits, -1), -1))
     return mean(per_row)
+
+
+tensor.OPERATIONS = sys.modules[__name__]  # the operators of staged tensors call these

@@ -45,13 +45,12 @@ from .checks import (
     check_callable,
     check_indices,
     check_optional_name,
-    check_specs,
     describe,
     wrong,
 )
 from .errors import StagingError, type_error, user_location, value_error
 from .tensor import StagedTensor
-from .types import TensorSpec
+from .types import TensorSpec, check_specs
 
 _STAGE: ContextVar[Stage | None] = ContextVar("dlvm_nnkit_stage", default=None)
 _SIGNATURE = operator.attrgetter("dtype", "shape")  # what picks an array's build
@@ -213,6 +212,9 @@ class StagedFunction:
         # for arrays seen before
         self.fast: dict[tuple[tuple[Any, Any], ...],
                         tuple[Callable[..., Any], Captures | None]] = {}
+
+    def described(self) -> str:
+        return f"the staged function '{self.name}'"
 
     @property
     def arg_names(self) -> list[str]:

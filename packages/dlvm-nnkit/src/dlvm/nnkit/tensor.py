@@ -10,6 +10,7 @@ says so and names the staged tensor's type, never Python's words about an intern
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -18,7 +19,7 @@ import numpy as np
 import dlvm.ir as ir
 from dlvm.ir import Value
 
-from .errors import NNKitAttributeError, type_error
+from .errors import NNKitAttributeError, type_error, user_location
 from .types import TensorSpec
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class StagedTensor:
     """A staged tensor: an IR value of a known element type and rank."""
 
     __slots__ = ("spec", "stage", "value")
+    is_staged_tensor = True  # callable (numpy's protocol), but never a function to stage
 
     def __init__(self, value: Value, spec: TensorSpec, stage: Stage) -> None:
         if not isinstance(value, Value) or type(spec) is not TensorSpec or not hasattr(
@@ -249,15 +251,17 @@ for _method, _what in NEEDS_A_VALUE.items():
     setattr(StagedTensor, _method, _no_value(_what))
 
 
-def _ops() -> Any:
-    from . import ops
+# NNKit's operations, which make staged tensors (so they import this module): `ops` puts
+# itself here when it is imported, and the operators of a staged tensor call it
+OPERATIONS: Any = None
 
-    return ops
+
+def _ops() -> Any:
+    assert OPERATIONS is not None, "dlvm.nnkit.ops is imported with the package"
+    return OPERATIONS
 
 
 def _location() -> str:
-    from .errors import user_location
-
     return user_location()
 
 
@@ -278,6 +282,5 @@ def numpy_ufuncs() -> dict[np.ufunc, Callable[..., Any]]:
 
 def _instead(name: str) -> str:
     """`nnkit.NAME` when NNKit has an operation of that name, else a pointer to them all."""
-    from . import __all__ as public
-
+    public = sys.modules["dlvm.nnkit"].__all__  # the package, which imports this module
     return f"nnkit.{name}" if name in public else "NNKit's operations (docs/nnkit.md)"

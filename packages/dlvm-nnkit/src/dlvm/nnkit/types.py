@@ -15,6 +15,7 @@ import numpy as np
 from dlvm.ir import BOOL, F16, F32, F64, I8, I16, I32, I64, DataType, TensorType
 from dlvm.ir.runtime import numpy_dtype
 
+from .checks import check_dtype, check_int, check_sequence, wrong
 from .errors import type_error
 
 f16, f32, f64 = F16, F32, F64
@@ -45,14 +46,15 @@ class TensorSpec:
         if isinstance(self.dtype, DataType) and type(self.shape) is tuple and all(
                 d is None or (type(d) is int and d >= 0) for d in self.shape):
             return  # the common case, quickly
-        from .checks import check_dtype, wrong
-
         check_dtype(self.dtype, "the element type of a tensor type")
         if not isinstance(self.shape, tuple | list):
             raise wrong("the shape of a tensor type", "a tuple of sizes (None: unknown)",
                         self.shape)
         object.__setattr__(self, "shape", tuple(_size(d, k) for k, d in enumerate(
             self.shape)))
+
+    def described(self) -> str:
+        return f"the type {self}"
 
     @property
     def rank(self) -> int:
@@ -102,8 +104,6 @@ class TensorSpec:
 
 def _size(d: Any, k: int) -> int | None:
     """A dimension of a tensor type: a size ≥ 0, or None (unknown)."""
-    from .checks import check_int
-
     return None if d is None else check_int(d, f"size {k} of a tensor type", minimum=0)
 
 
@@ -116,8 +116,6 @@ class Tensor:
 
     def __class_getitem__(cls, item: tuple[DataType, int | tuple[int | None, ...]]
                           ) -> TensorSpec:
-        from .checks import check_int, wrong
-
         if not isinstance(item, tuple) or len(item) != 2:
             raise wrong("nnkit.Tensor[…]", "an element type and a rank or shape, as "
                         "Tensor[f32, 2] or Tensor[f32, (None, 784)]", item)
@@ -133,3 +131,19 @@ Float1D, Float2D, Float3D, Float4D = (Tensor[f32, r] for r in (1, 2, 3, 4))
 Double = Tensor[f64, 0]
 Double1D, Double2D, Double3D = (Tensor[f64, r] for r in (1, 2, 3))
 Int1D, Int2D = Tensor[i64, 1], Tensor[i64, 2]
+
+
+def check_spec(value: Any, what: str) -> Any:
+    """A staged tensor type (`Float2D`, `Tensor[f32, (None, 784)]`)."""
+    if not isinstance(value, TensorSpec):
+        raise wrong(what, "a tensor type such as nnkit.Float2D or nnkit.Tensor[nnkit.f32, 2]",
+                    value)
+    return value
+
+
+def check_specs(value: Any, what: str) -> tuple[Any, ...]:
+    """A tuple (or list) of tensor types, one per argument."""
+    if isinstance(value, TensorSpec):
+        raise wrong(what, f"a tuple of types, one per argument (({value},) for one)", value)
+    items = check_sequence(value, what, "a tuple of tensor types, one per argument")
+    return tuple(check_spec(s, f"{what}[{k}]") for k, s in enumerate(items))

@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from dlvm.ir.files import check_output, write_atomic
+
 app = typer.Typer(help="ONNX models: import them, write trained parameters back.",
                   no_args_is_help=True)
 
@@ -24,9 +26,7 @@ def import_command(
         "--output", "-o", metavar="OUT", help="Write the IR here ('-': stdout).")] = "-",
 ) -> None:
     """Print a model as DLVM IR (the parameters' tuple, @forward, @init_params, @main…)."""
-    from dlvm.ir.files import check_output, write_atomic
-
-    from .importer import load
+    from .importer import load  # onnx loads when a command runs, not when `dlvm` starts
 
     if output != "-":  # before any work
         check_output(output, inputs=[file])
@@ -47,9 +47,7 @@ def update_command(
                                         help="The .onnx file to write.")],
 ) -> None:
     """Write trained parameters into a copy of the model, in place of its initializers."""
-    from dlvm.ir.files import check_output
-
-    from .writeback import update_model
+    from .writeback import update_model  # onnx loads when the command runs
 
     check_output(output, inputs=[file, params])  # before any work
     update_model(file, params, output)

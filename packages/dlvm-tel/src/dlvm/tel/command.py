@@ -26,7 +26,7 @@ def generate_command(
 ) -> None:
     """Write a typed Python module for a TEL model: its parameters, inference, loss,
     gradient, an SGD step, save and load."""
-    from .api import render_file
+    from .api import render_file  # the TEL compiler loads when the command runs
 
     path = Path(file)
     if output != "-":  # before the model is compiled

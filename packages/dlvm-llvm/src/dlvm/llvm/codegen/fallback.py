@@ -22,6 +22,7 @@ import numpy as np
 from llvmlite import ir as ll
 
 from dlvm.ir import Instruction, LiteralValue, Value
+from dlvm.ir.interp import Interpreter
 from dlvm.ir.runtime import ExecutionError, numpy_dtype
 from dlvm.ir.types import TensorType
 
@@ -109,8 +110,6 @@ class _Frame:
         if v in self.values:
             return self.values[v]
         if isinstance(v, LiteralValue):
-            from dlvm.ir.interp import Interpreter
-
             return Interpreter(self.module).literal(v, self)  # type: ignore[arg-type]
         raise ExecutionError(f"operand {v!r} is not available to the instruction")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from dlvm.ir import Block, Function, Instruction, LiteralValue, Value
 from dlvm.ir.analysis.dominance import DominatorTree
-from dlvm.ir.core import BranchTarget, iter_nested
+from dlvm.ir.core import BranchTarget, _walk, iter_nested
 
 from .layout import Layout
 
@@ -35,8 +35,6 @@ CONSUMING = {"return": ("value",), "push": ("value",), "store": ("value",),
 
 def operand_values(inst: Instruction, fields: tuple[str, ...] | None = None) -> list[Value]:
     """The values `inst` uses in `fields` (all by default), literal elements included."""
-    from dlvm.ir.core import _walk
-
     names = inst.op.value_fields if fields is None else fields
     return [v for f in names for v in _walk(inst.fields.get(f))]
 
@@ -171,6 +169,4 @@ class Ownership:
 
 
 def operand_values_of(target: BranchTarget) -> list[Value]:
-    from dlvm.ir.core import _walk
-
     return list(_walk(target.args))

@@ -29,11 +29,12 @@ import numpy as np
 
 import dlvm.ir as ir
 from dlvm.ir.runtime import ExecutionError, convert_argument, numpy_dtype
-from dlvm.ir.types import ArrayType, TensorType, TupleType, Type
+from dlvm.ir.types import ArrayType, TensorType, TupleType, Type, parse_data_type
 
 # `lowering` completes DLVM's rule tables before any function is lowered
-from ..codegen import arrays, jit, lowering, workers  # noqa: F401
+from ..codegen import arrays, fallback, jit, lowering, workers  # noqa: F401
 from ..codegen.entry import EntryABI, Leaf, build_entry
+from ..codegen.fallback import PYTHON_ERROR
 from ..codegen.function import CompileUnit, ErrorSite, instruction_at, where
 from ..codegen.layout import Layout
 from ..codegen.rules import plugin_rules_key
@@ -47,9 +48,11 @@ from ..codegen.support import (
     CTX_SITE,
     CTX_SLOTS,
     CTX_THREADS,
+    HEADER_BYTES,
     N_PARAMS,
 )
 from . import blas, pool
+from .random import register_generator
 from .results import RECLAIMER, ResultReader, ResultSlots, words
 from .threads import get_num_threads  # noqa: F401 — importing it puts the budget into the pool
 
@@ -129,8 +132,6 @@ class Context:
         return self.slots
 
     def error(self, fn: NativeFunction) -> str:
-        from ..codegen.fallback import PYTHON_ERROR
-
         site = int(self.memory[CTX_SITE])
         params = [int(p) for p in self.memory[CTX_PARAMS:CTX_PARAMS + N_PARAMS]]
         if not 0 < site < len(fn.sites):
@@ -171,9 +172,6 @@ class LLVMExecutable(ir.Executable):
         self.local = threading.local()
         self.layout = Layout(module)
         self.globals_table, self.global_cells = self.make_globals()
-        from ..codegen import fallback
-        from .random import register_generator
-
         self.rng_id = register_generator(self, seed)
         self.rng = np.random.default_rng(seed)
         fallback.register(self, self.rng_id)
@@ -401,8 +399,6 @@ class LLVMExecutable(ir.Executable):
     # ------------------------------------------------------------ globals
 
     def make_globals(self) -> tuple[np.ndarray, list[np.ndarray]]:
-        from ..codegen.support import HEADER_BYTES
-
         jit.initialize()
         td = jit.target_machine().target_data
         cells = []
@@ -442,8 +438,6 @@ def abi_from_json(data: dict[str, Any]) -> EntryABI:
 
 def tensor_type_from_text(text: str) -> TensorType:
     """`f32` or `<2 x _ x f32>` back into a TensorType (the cache stores types as text)."""
-    from dlvm.ir.types import parse_data_type
-
     inner = text.strip("<>")
     parts = [p.strip() for p in inner.split(" x ")]
     dtype = parse_data_type(parts[-1])
