@@ -8,14 +8,16 @@
 #   (and, where that python3's llvmlite is not 0.50, an llvmlite 0.50 cp312 wheel
 #    unpacked and packed as .whl/llvmlite.tar.xz)
 # then carry .whl. Results go to $OUT (default out/gpu-check): one log per section and
-# the benchmarks' JSON. A failing section is reported and the next one runs.
+# the benchmarks' JSON, and summary.txt (each section's exit status and time). Each
+# section has its own time limit; a failing one is reported and the next one runs. The
+# default sections (env gpu-tests nvptx examples) take at most 8 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu-check}
 mkdir -p "$OUT"
 site=${DLVM_SITE:-/tmp/dlvm-site}
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(env gpu-tests nvptx cpu)
+[ ${#sections[@]} -eq 0 ] && sections=(env gpu-tests nvptx examples)
 
 rm -rf "$site" && mkdir -p "$site"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
@@ -28,33 +30,41 @@ export PYTHONPATH=$site PYTHONUNBUFFERED=1 DLVM_CACHE_DIR=/tmp/dlvm-cache
 # CPU benchmarks measure JAX on the CPU; the GPU sections do not use JAX.
 export JAX_PLATFORMS=cpu
 
-run() {  # run NAME COMMAND...: time it, log it, never stop the script
-    local name=$1; shift
+run() {  # run NAME LIMIT COMMAND...: time it (killed past LIMIT s), log it, go on
+    local name=$1 limit=$2; shift 2
     echo "=== $name: $*"
     local start=$SECONDS
-    "$@" >"$OUT/$name.log" 2>&1
+    timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
     local rc=$?
     tail -n "${TAIL:-25}" "$OUT/$name.log"
-    echo "=== $name: exit $rc in $((SECONDS - start)) s"
+    local verdict="exit $rc"
+    [ $rc -eq 124 ] && verdict="stopped at its limit of $limit s"
+    echo "=== $name: $verdict in $((SECONDS - start)) s"
+    echo "$name: $verdict in $((SECONDS - start)) s" >>"$OUT/summary.txt"
 }
 
+: >"$OUT/summary.txt"
 for section in "${sections[@]}"; do
     case $section in
     env)
-        run env bash -c 'nproc; lscpu | grep "Model name"; nvidia-smi -L;
+        run env 60 bash -c 'nproc; lscpu | grep "Model name"; nvidia-smi -L;
             python3 -c "import sys, numpy, llvmlite, torch; print(sys.version.split()[0], \"numpy\", numpy.__version__, \"llvmlite\", llvmlite.__version__, \"torch\", torch.__version__)";
             python3 -m dlvm.cli plugins 2>&1 | head -3' ;;
     cpu)
-        run llvm_cpu python3 benchmarks/llvm_cpu.py ${LLVM_CPU_ARGS:-} --json "$OUT/llvm_cpu.json" ;;
+        run llvm_cpu 240 python3 benchmarks/llvm_cpu.py ${LLVM_CPU_ARGS:-} --json "$OUT/llvm_cpu.json" ;;
     threads)
-        run threads python3 benchmarks/llvm_cpu.py --only threads --json "$OUT/threads.json" ;;
+        run threads 120 python3 benchmarks/llvm_cpu.py --only threads --json "$OUT/threads.json" ;;
     gpu-tests)
-        run gpu_tests python3 -m pytest -p no:cacheprovider -q -x packages/dlvm-llvm-gpu ;;
+        run gpu_tests 150 python3 -m pytest -p no:cacheprovider -q ${GPU_TESTS:-packages/dlvm-llvm-gpu} ;;
     nvptx)
-        run nvptx python3 benchmarks/nvptx.py --json "$OUT/nvptx.json" ;;
+        run nvptx 130 python3 benchmarks/nvptx.py --json "$OUT/nvptx.json" ;;
     examples)
-        run digits python3 -m dlvm.cli run examples/digits-mlp/pipeline.toml \
-            --set target.name=nvptx --quiet ;;
+        run digits 45 python3 -m dlvm.cli run examples/digits-mlp/pipeline.toml \
+            --set target.name=nvptx
+        run tel_rnn 45 python3 -m dlvm.cli run examples/tel-rnn/pipeline.toml \
+            --set target.name=nvptx --set train.epochs=1
+        run onnx_cnn 45 python3 -m dlvm.cli run examples/onnx-cnn/pipeline.toml \
+            --set target.name=nvptx --set train.epochs=1 ;;
     *)
         echo "gpu_check: unknown section $section (env cpu threads gpu-tests nvptx examples)" ;;
     esac

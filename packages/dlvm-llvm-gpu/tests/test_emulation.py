@@ -179,3 +179,74 @@ def test_a_transpose_only_multiplied_is_read_transposed_not_copied() -> None:
     # on the device: only dots use it, so it stays a view)
     assert exe.plan.stats["regions compiled"] == 0, exe.plan.stats
     assert exe.plan.stats["launches"] == 3, exe.plan.stats
+
+
+@st.composite
+def layout_programs(draw: st.DrawFn) -> str:
+    """`@f(x)`: a chain of layout instructions (each of them, at random axes), element-wise
+    code between them and a sum at the end, with its gradient: layout adjoints (slices
+    padded back by concatenating zero splats, inverse permutations, …) in kernels."""
+    shape = [draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(2, 3))]
+
+    def ty(s: list[int]) -> str:
+        return "<" + " x ".join(map(str, s)) + " x f64>" if s else "f64"
+
+    lines: list[str] = []
+    cur, cur_shape = "%x", list(shape)
+    for k in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(["transpose", "reverse", "slice", "pad", "cast",
+                                   "concatenate", "tanh"]))
+        t, name = ty(cur_shape), f"%v{k}"
+        rank = len(cur_shape)
+        if op == "transpose" and rank > 1:
+            perm = draw(st.permutations(range(rank)))
+            lines.append(f"{name} = transpose {cur}: {t} along {', '.join(map(str, perm))}")
+            cur_shape = [cur_shape[p] for p in perm]
+        elif op == "reverse" and rank:
+            dims = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1)))
+            lines.append(f"{name} = reverse {cur}: {t} along {', '.join(map(str, dims))}")
+        elif op == "slice" and rank and cur_shape[0] > 1:
+            lo = draw(st.integers(0, cur_shape[0] - 1))
+            hi = draw(st.integers(lo, cur_shape[0] - 1))
+            lines.append(f"{name} = slice {cur}: {t} from {lo} upto {hi}")
+            cur_shape = [hi - lo + 1, *cur_shape[1:]]
+        elif op == "pad" and rank < 4:
+            axis = draw(st.integers(0, rank))
+            lines.append(f"{name} = padShape {cur}: {t} at {axis}")
+            cur_shape = [*cur_shape[:axis], 1, *cur_shape[axis:]]
+        elif op == "cast" and rank and 1 in cur_shape:
+            axis = cur_shape.index(1)
+            lines.append(f"{name} = squeezeShape {cur}: {t} at {axis}")
+            cur_shape = cur_shape[:axis] + cur_shape[axis + 1:]
+        elif op == "concatenate" and rank:
+            axis = draw(st.integers(0, rank - 1))
+            lines.append(f"{name}a = tanh {cur}: {t}")
+            lines.append(f"{name} = concatenate {cur}: {t}, {name}a: {t} along {axis}")
+            cur_shape = [2 * d if a == axis else d for a, d in enumerate(cur_shape)]
+        else:
+            lines.append(f"{name} = tanh {cur}: {t}")
+        cur = name
+    t = ty(cur_shape)
+    lines += [f"%sq = multiply {cur}: {t}, {cur}: {t}",
+              f"%s = reduce %sq: {t} by add init 0.0: f64", "return %s: f64"]
+    x = ty(shape)
+    body = "\n".join("    " + line for line in lines)
+    return (f"func @f: ({x}) -> f64 {{\n'entry(%x: {x}):\n{body}\n}}\n\n"
+            f"[gradient @f wrt 0]\nfunc @df: ({x}) -> ({x})\n")
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=layout_programs(), seed=st.integers(0, 1000))
+def test_random_layout_programs_and_their_gradients(text: str, seed: int) -> None:
+    module = ir.parse(text, "layout.dl")
+    oracle = ir.compile(module, "interp")
+    rng = np.random.default_rng(seed)
+    fn = oracle.module.function("f")
+    assert fn is not None
+    for passes in ("", "O3"):
+        exe = emulated(module, passes=passes)
+        for _ in range(2):  # a walk, then a replay
+            args = [random_argument(t, oracle.module, rng) for t in fn.type_.arguments]
+            for name in ("f", "df"):
+                assert_agree(exe.call(name, *args), oracle.call(name, *args), name)

@@ -96,3 +96,68 @@ def test_gpu_sums_keep_growing_in_every_kernel_shape(passes: str) -> None:
     assert exe.call("columns", x)[0].tolist() == [2.0**24 + 100_000] * 3
     rows = np.ascontiguousarray(np.broadcast_to(x[:, :1].T, (64, 100_001)))
     assert exe.call("rows", rows)[0].tolist() == [2.0**24 + 100_000] * 64
+
+
+def test_replays_and_their_cuda_graph_compute_what_the_walk_did() -> None:
+    """The MLP gradient called again and again: the first call walks, the next two replay
+    launch by launch, the rest launch one CUDA graph (cuBLAS captured with its workspace);
+    every call's results agree with the interpreter and stay its own."""
+    module = ir.parse(mlp_cross_entropy(batch=16, inputs=64, hidden=32, outputs=10,
+                                        dtype="f32"))
+    oracle = ir.compile(module, "interp")
+    gpu = ir.compile(module, "nvptx")
+    rng = np.random.default_rng(2)
+    fn = gpu.module.function("dloss")
+    assert fn is not None
+    kept = []
+    for _ in range(6):
+        args = [random_argument(t, gpu.module, rng) for t in fn.type_.arguments]
+        kept.append((gpu.call_device("dloss", *args), oracle.call("dloss", *args)))
+    for got, want in kept:
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=2e-4, atol=2e-5)
+    stats = gpu.plan.stats
+    assert stats["walks"] == 1 and stats["replays"] == 5, stats
+    (replay,) = gpu.plan.replays["dloss"].values()
+    assert replay is not None and replay.graph is not None, replay and replay.no_graph
+
+
+def test_a_replayed_kernel_error_is_reported_when_results_come_back() -> None:
+    text = ("func @divide: (<5 x i32>, <5 x i32>) -> <5 x i32> {\n"
+            "'entry(%a: <5 x i32>, %b: <5 x i32>):\n"
+            "    %q = divide %a: <5 x i32>, %b: <5 x i32>\n    return %q: <5 x i32>\n}\n")
+    gpu = ir.compile(ir.parse(text, "divide.dl"), "nvptx", passes="")
+    a = np.arange(5, dtype=np.int32)
+    np.testing.assert_array_equal(gpu.call("divide", a, np.full(5, 2, np.int32))[0], a // 2)
+    with pytest.raises(ir.ExecutionError, match=r"divide\.dl:3:10: 'divide': integer"):
+        gpu.call_device("divide", a, np.array([1, 0, 1, 1, 1], np.int32)).numpy()
+    assert gpu.plan.stats["replays"] == 1
+
+
+DOT = """
+func @mm: (<64 x 512 x {t}>, <512 x 32 x {t}>) -> <64 x 32 x {t}> {{
+'entry(%a: <64 x 512 x {t}>, %b: <512 x 32 x {t}>):
+    %c = dot %a: <64 x 512 x {t}>, %b: <512 x 32 x {t}>
+    return %c: <64 x 32 x {t}>
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_tensor_cores_are_opt_in(dtype: str) -> None:
+    """TF32 for float32 and cuBLAS for float16 when asked: close to the exact product, and
+    through the library; without the option float32 stays exact to float32 rounding."""
+    np_dtype = np.float32 if dtype == "f32" else np.float16
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 512)).astype(np_dtype)
+    b = rng.standard_normal((512, 32)).astype(np_dtype)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    module = ir.parse(DOT.format(t=dtype))
+    fast = ir.compile(module, "nvptx", tensor_cores=True)
+    got = fast.call("mm", a, b)[0].astype(np.float64)
+    np.testing.assert_allclose(got, exact, rtol=0, atol=5e-2 * np.abs(exact).max())
+    assert fast.plan.stats["gemm library calls"] == 1, fast.plan.stats
+    if dtype == "f32":
+        full = ir.compile(module, "nvptx").call("mm", a, b)[0].astype(np.float64)
+        np.testing.assert_allclose(full, exact, rtol=1e-4, atol=1e-4)
+        assert np.abs(got - exact).max() > np.abs(full - exact).max()  # TF32 rounds more

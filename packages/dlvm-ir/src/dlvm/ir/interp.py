@@ -179,6 +179,11 @@ class Interpreter:
                                  f"{len(args)} given")
         coerced = [self.coerce(a, t, i) for i, (a, t) in enumerate(
             zip(args, ftype.arguments, strict=True))]
+        return self.invoke(fn, coerced)
+
+    def invoke(self, fn: Function, coerced: list[Any]) -> Any:
+        """Run `fn` on arguments already coerced to its types, as a call from outside (a
+        fresh step budget and deadline, a call stack of its own)."""
         limit, depth = sys.getrecursionlimit(), self.depth
         self.steps = 0
         self.deadline = math.inf if self.timeout is None else time.monotonic() + self.timeout

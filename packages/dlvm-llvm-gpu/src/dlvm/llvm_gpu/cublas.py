@@ -45,6 +45,10 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cublasCreate_v2": [ctypes.POINTER(ctypes.c_void_p)],
     "cublasDestroy_v2": [_P],
     "cublasSetStream_v2": [_P, _P],
+    "cublasSetWorkspace_v2": [_P, _P, ctypes.c_size_t],
+    "cublasSetMathMode": [_P, _I],
+    "cublasGemmStridedBatchedEx": [_P, _I, _I, _I, _I, _I, _P, _P, _I, _I, _LL, _P, _I, _I, _LL,
+                                   _P, _P, _I, _I, _LL, _I, _I, _I],
     "cublasSgemmStridedBatched": _BATCHED_ARGS,
     "cublasDgemmStridedBatched": _BATCHED_ARGS,
 }
@@ -54,6 +58,13 @@ _ROUTINES: dict[np.dtype[Any], tuple[type, str]] = {
     np.dtype(np.float32): (ctypes.c_float, "cublasSgemmStridedBatched"),
     np.dtype(np.float64): (ctypes.c_double, "cublasDgemmStridedBatched"),
 }
+
+
+# cublasMath_t: the default, and TF32 tensor-core math for float32 GEMMs
+DEFAULT_MATH, TF32_TENSOR_OP_MATH = 0, 3
+CUDA_R_16F, CUDA_R_32F = 2, 0  # cudaDataType
+COMPUTE_32F = 68  # cublasComputeType_t: accumulate in float32
+GEMM_DEFAULT = -1  # cublasGemmAlgo_t
 
 
 def status_name(status: int) -> str:
@@ -89,6 +100,13 @@ class Cublas:
                    "cublasSetStream_v2")
             self._stream = stream
 
+    def set_workspace(self, ptr: int, nbytes: int) -> None:
+        """Give cuBLAS its workspace (256-byte aligned device memory that outlives every
+        graph that captured a call): without one it allocates per call, which a CUDA graph
+        capture would record as memory nodes. `bind` resets it, so call this after."""
+        _check(self.lib.cublasSetWorkspace_v2(self.handle(), ptr, nbytes),
+               "cublasSetWorkspace_v2")
+
     def close(self) -> None:
         """Destroy the handle (the context it was created in must still be alive)."""
         if self._handle is not None:
@@ -96,8 +114,15 @@ class Cublas:
             _check(self.lib.cublasDestroy_v2(handle), "cublasDestroy_v2")
 
     @staticmethod
-    def supports(dtype: Any) -> bool:
-        return np.dtype(dtype) in _ROUTINES
+    def supports(dtype: Any, tensor_cores: bool = False) -> bool:
+        return np.dtype(dtype) in _ROUTINES or (tensor_cores and
+                                                np.dtype(dtype) == np.float16)
+
+    def use_tensor_cores(self, on: bool) -> None:
+        """TF32 tensor-core math for float32 GEMMs (10-bit mantissas in the products,
+        float32 sums), or the default full-precision math."""
+        _check(self.lib.cublasSetMathMode(self.handle(), TF32_TENSOR_OP_MATH if on else
+                                          DEFAULT_MATH), "cublasSetMathMode")
 
     def gemm(self, dtype: Any, trans_a: bool, trans_b: bool, m: int, n: int, k: int,
              a: int, lda: int, b: int, ldb: int, c: int, ldc: int, batch: int = 1,
@@ -105,6 +130,9 @@ class Cublas:
         """`batch` row-major products C(m×n) = alpha·op(A)·op(B) + beta·C on device
         addresses, each operand's matrices stored one after another; False when cuBLAS has
         no routine for `dtype`. One strided-batched call serves every batch size."""
+        if np.dtype(dtype) == np.float16:  # tensor cores: float16 products, float32 sums
+            return self.gemm_f16(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, batch,
+                                 alpha, beta)
         routine = _ROUTINES.get(np.dtype(dtype))
         if routine is None:
             return False
@@ -116,6 +144,18 @@ class Cublas:
             ctypes.byref(one), b, ldb, k * n, a, lda, m * k, ctypes.byref(zero),
             c, ldc, m * n, batch)
         _check(status, f"{name}(m={m}, n={n}, k={k}, batch={batch})")
+        return True
+
+
+    def gemm_f16(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, a: int,
+                 lda: int, b: int, ldb: int, c: int, ldc: int, batch: int, alpha: float,
+                 beta: float) -> bool:
+        one, zero = ctypes.c_float(alpha), ctypes.c_float(beta)
+        status = self.lib.cublasGemmStridedBatchedEx(
+            self.handle(), OP_T if trans_b else OP_N, OP_T if trans_a else OP_N, n, m, k,
+            ctypes.byref(one), b, CUDA_R_16F, ldb, k * n, a, CUDA_R_16F, lda, m * k,
+            ctypes.byref(zero), c, CUDA_R_16F, ldc, m * n, batch, COMPUTE_32F, GEMM_DEFAULT)
+        _check(status, f"cublasGemmStridedBatchedEx(f16, m={m}, n={n}, k={k}, batch={batch})")
         return True
 
 

@@ -13,6 +13,7 @@ CUresult's name and the driver's description.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import threading
@@ -21,7 +22,15 @@ from typing import Any
 import numpy as np
 
 from . import cublas
-from .device import Buffer, Device, DeviceArray, GPUError, KernelArg, size_class
+from .device import (
+    Buffer,
+    Device,
+    DeviceArray,
+    GPUError,
+    KernelArg,
+    PreparedLaunch,
+    size_class,
+)
 
 try:
     from cuda.bindings import driver as cu
@@ -32,6 +41,7 @@ else:
     _IMPORT_ERROR = None
 
 _JIT_LOG_BYTES = 16384
+WORKSPACE_BYTES = 32 << 20  # cuBLAS's workspace on sm_90 and later (an eighth before)
 
 
 def _one_line(text: str) -> str:
@@ -106,11 +116,12 @@ class CudaDevice(Device):
     """One NVIDIA GPU: a memory pool of size classes, PTX modules, launches on one stream,
     and cuBLAS for GEMM."""
 
-    def __init__(self, ordinal: int = 0) -> None:
+    def __init__(self, ordinal: int = 0, tensor_cores: bool = False) -> None:
         ok, why = available(ordinal)
         if not ok:
             raise GPUError(why)
         self.ordinal = ordinal
+        self.tensor_cores = tensor_cores  # TF32 for f32 GEMMs, f16 GEMMs through cuBLAS
         self._device = check(cu.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
         self._context = check(cu.cuDevicePrimaryCtxRetain(self._device),
                               "cuDevicePrimaryCtxRetain")
@@ -130,13 +141,19 @@ class CudaDevice(Device):
         self._functions: dict[tuple[str, str], Any] = {}
         # host arrays whose asynchronous uploads may still read them
         self._pending: list[np.ndarray] = []
+        # error words of replayed launches, read at the next synchronization
+        self._checks: list[tuple[Buffer, Any]] = []
         self._blas: cublas.Cublas | None = None
+        self._blas_workspace: Buffer | None = None
         self.blas_reason = ""
 
     def __repr__(self) -> str:
         return f"CudaDevice({self.ordinal}: {self.name}, {self.arch})"
 
     # ------------------------------------------------------------ context and stream
+
+    def make_current(self) -> None:
+        self._make_current()
 
     def _make_current(self) -> None:
         """Make the primary context current in the calling thread (once per thread: the
@@ -165,6 +182,16 @@ class CudaDevice(Device):
                   "cuStreamSynchronize (a kernel or copy issued earlier failed)")
         finally:
             self._pending.clear()
+        checks, self._checks = self._checks, []
+        for buffer, on_error in checks:  # every word is read; the first error is raised
+            Device.check_status(self, buffer, on_error)
+
+    def check_status(self, buffer: Buffer, on_error: Any) -> None:
+        self.synchronize()  # the deferred checks first: their errors happened earlier
+        Device.check_status(self, buffer, on_error)
+
+    def defer_check(self, buffer: Buffer, on_error: Any) -> None:
+        self._checks.append((buffer, on_error))
 
     # ------------------------------------------------------------ memory
 
@@ -279,12 +306,52 @@ class CudaDevice(Device):
                                 ctypes.addressof(params) if storage else None, 0),
               f"cuLaunchKernel(grid={grid}, block={block}, shared={shared})")
 
+    def prepare_launch(self, kernel: Any, grid: int, block: int, shared: int,
+                       args: list[KernelArg]) -> PreparedLaunch:
+        storage = [arg.ctype(arg.value) for arg in args]
+        params = (ctypes.c_void_p * max(len(storage), 1))(
+            *[ctypes.addressof(value) for value in storage])
+        address = ctypes.addressof(params) if storage else None
+        stream, launch, success = self._stream, cu.cuLaunchKernel, cu.CUresult.CUDA_SUCCESS
+
+        def run() -> None:
+            if grid:
+                (err,) = launch(kernel, grid, 1, 1, block, 1, 1, shared, stream, address, 0)
+                if err != success:
+                    raise GPUError(f"cuLaunchKernel(grid={grid}, block={block}): "
+                                   f"{_describe(err)}")
+
+        return PreparedLaunch(run, storage, params)
+
+    # ------------------------------------------------------------ CUDA graphs
+
+    def capture_graph(self, issue: Any) -> Any:
+        """The work `issue()` puts on the stream, captured as an instantiated CUDA graph
+        (thread-local capture mode; `issue` must not allocate, synchronize or read back).
+        Raises GPUError when the driver refuses, leaving the stream usable."""
+        self._make_current()
+        self._cublas()  # its workspace must exist before the capture
+        check(cu.cuStreamBeginCapture(
+            self._stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            "cuStreamBeginCapture")
+        try:
+            issue()
+        finally:
+            err, graph = cu.cuStreamEndCapture(self._stream)
+        if err != cu.CUresult.CUDA_SUCCESS or not int(graph):
+            raise GPUError(f"cuStreamEndCapture: {_describe(err)}")
+        try:
+            return GraphExec(check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate"),
+                             self._stream)
+        finally:
+            cu.cuGraphDestroy(graph)
+
     # ------------------------------------------------------------ libraries
 
     def gemm(self, dtype: np.dtype[Any], trans_a: bool, trans_b: bool, m: int, n: int,
              k: int, a: int, lda: int, b: int, ldb: int, c: int, ldc: int,
              batch: int = 1) -> bool:
-        if not cublas.Cublas.supports(dtype):
+        if not cublas.Cublas.supports(dtype, self.tensor_cores):
             return False
         blas = self._cublas()
         if blas is None:
@@ -303,8 +370,32 @@ class CudaDevice(Device):
             self._make_current()
             try:
                 blas.bind(self.stream_handle)
+                major = int(self.arch.removeprefix("sm_")) // 10
+                self._blas_workspace = self.allocate(WORKSPACE_BYTES if major >= 9 else
+                                                     WORKSPACE_BYTES // 8)
+                blas.set_workspace(self._blas_workspace.ptr, self._blas_workspace.nbytes)
+                blas.use_tensor_cores(self.tensor_cores)
             except GPUError as exc:
                 self.blas_reason = f"cuBLAS cannot be initialised: {exc}"
                 return None
             self._blas = blas
         return self._blas
+
+
+class GraphExec:
+    """An instantiated CUDA graph, launched on the stream it was captured from, destroyed
+    with its last reference."""
+
+    def __init__(self, handle: Any, stream: Any) -> None:
+        self.handle = handle
+        self.stream = stream
+
+    def launch(self) -> None:
+        (err,) = cu.cuGraphLaunch(self.handle, self.stream)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise GPUError(f"cuGraphLaunch: {_describe(err)}")
+
+    def __del__(self) -> None:
+        if cu is not None:
+            with contextlib.suppress(Exception):
+                cu.cuGraphExecDestroy(self.handle)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,16 @@ class KernelArg:
 
     ctype: type  # ctypes.c_void_p for addresses, c_int64 / c_float / … for scalars
     value: int | float
+
+
+@dataclass
+class PreparedLaunch:
+    """A launch with its parameters packed once: `run()` issues it; `cells[i].value = x`
+    changes argument i for the launches after (replays patch addresses this way)."""
+
+    run: Callable[[], None]
+    cells: list[Any]
+    keep: Any = None  # the storage the cells live in
 
 
 class Buffer:
@@ -83,7 +94,10 @@ class DeviceArray:
         return self.buffer.device
 
     def numpy(self) -> np.ndarray:
-        return self.buffer.device.download(self)
+        device = self.buffer.device
+        if device.recorder is not None:  # a recorded call that reads device data
+            device.recorder.fail("it reads device data on the host")
+        return device.download(self)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self.numpy()
@@ -132,6 +146,8 @@ class Device(ABC):
     name: str
     #: the GPU architecture kernels are compiled for ("sm_90"), or "host" for emulation
     arch: str
+    #: the `replay.Recorder` of the call being recorded, which host reads make unreplayable
+    recorder: Any = None
 
     # ------------------------------------------------------------ memory
 
@@ -179,7 +195,42 @@ class Device(ABC):
 
     @abstractmethod
     def synchronize(self) -> None:
-        """Wait for every launch and copy issued so far."""
+        """Wait for every launch and copy issued so far, then run the deferred checks."""
+
+    def prepare_launch(self, kernel: Any, grid: int, block: int, shared: int,
+                       args: list[KernelArg]) -> PreparedLaunch:
+        """`launch` with the parameters packed once, to be issued many times (devices pack
+        them in their own form; this generic one repacks on each launch)."""
+        cells = [a.ctype(a.value) for a in args]
+
+        def run() -> None:
+            self.launch(kernel, grid, block, shared,
+                        [KernelArg(type(c), c.value) for c in cells])
+
+        return PreparedLaunch(run, cells)
+
+    def make_current(self) -> None:  # noqa: B027 (most devices have nothing to do)
+        """Make the device usable from the calling thread (a GPU's context)."""
+
+    def capture_graph(self, issue: Callable[[], None]) -> Any:
+        """The work `issue()` issues, captured: an object whose `launch()` issues it all
+        again in one call; None where the device has no such thing (replays then issue
+        their launches one by one)."""
+        return None
+
+    # ------------------------------------------------------------ error words
+
+    def check_status(self, buffer: Buffer, on_error: Callable[[int], Exception]) -> None:
+        """Read the int32 error word at `buffer` now (a synchronization on a GPU) and raise
+        `on_error(word)` when it is not zero."""
+        word = int(self.download(DeviceArray(buffer, (), np.dtype(np.int32))))
+        if word:
+            raise on_error(word)
+
+    def defer_check(self, buffer: Buffer, on_error: Callable[[int], Exception]) -> None:
+        """`check_status` when the device next synchronizes (at the latest when results
+        come back); at once where launches run to completion as they are issued."""
+        self.check_status(buffer, on_error)
 
     # ------------------------------------------------------------ libraries
 

@@ -11,13 +11,14 @@ arrays export to numpy through DLPack without a copy.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from dlvm.llvm.codegen import jit
 
-from .device import Buffer, Device, DeviceArray, KernelArg, size_class
+from .device import Buffer, Device, DeviceArray, KernelArg, PreparedLaunch, size_class
 
 _GRID = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
@@ -88,5 +89,32 @@ class HostDevice(Device):
         kernel(base, grid, block)
         self.launches += 1
 
+    def prepare_launch(self, kernel: Any, grid: int, block: int, shared: int,
+                       args: list[KernelArg]) -> PreparedLaunch:
+        slots = (ctypes.c_int64 * max(len(args), 1))()
+        base = ctypes.addressof(slots)
+        cells = []
+        for k, a in enumerate(args):
+            cell = a.ctype.from_address(base + 8 * k)
+            cell.value = a.value
+            cells.append(cell)
+
+        def run() -> None:
+            kernel(base, grid, block)
+            self.launches += 1
+
+        return PreparedLaunch(run, cells, slots)
+
+    def capture_graph(self, issue: Callable[[], None]) -> Any:
+        """A stand-in for a CUDA graph, so that replays take the same path here as on a
+        GPU: launching it issues the captured work again (a replay's launches keep the
+        addresses they had when captured, as a graph's nodes do)."""
+        return EmulatedGraph(issue)
+
     def synchronize(self) -> None:
         """Launches run to completion when called: nothing to wait for."""
+
+
+class EmulatedGraph:
+    def __init__(self, issue: Callable[[], None]) -> None:
+        self.launch = issue

@@ -45,6 +45,7 @@ from llvmlite import ir as ll
 from dlvm.ir import Instruction, LiteralValue, Value
 from dlvm.ir.core import ScalarLiteral
 from dlvm.ir.instructions.tensor import permutation
+from dlvm.ir.interp import located
 from dlvm.ir.plugin import install_hint
 from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import DataType, TensorType
@@ -65,13 +66,11 @@ VECTOR = 4  # elements per thread of an element-wise kernel over aligned 32-bit 
 WARP = 32
 MAX_GRID = 1 << 16  # blocks of a grid-stride loop
 SPLIT_MIN = 1 << 15  # reduced elements per output above which few outputs are split
-LAYOUT = ("padShape", "squeezeShape", "shapeCast", "transpose", "reverse", "slice",
-          "concatenate")
 
 
 def is_kernel_instruction(inst: Instruction) -> bool:
     """Whether `inst` can be part of a GPU region."""
-    if inst.opcode in LAYOUT:
+    if inst.opcode in LAYOUT_RULES:
         return True
     if inst.has_trait("reduction"):
         return is_region_instruction(inst)
@@ -124,6 +123,11 @@ class RegionCode:
     scratch_bytes: int
     sites: list[tuple[Instruction, str]]
     kernel_names: list[str] = field(default_factory=list)
+
+    def error(self, word: int) -> Exception:
+        """The error an error word names: the failing instruction and what went wrong."""
+        inst, message = self.sites[word - 1]
+        return located(inst, message)
 
 
 # ---------------------------------------------------------------- index helpers
@@ -683,8 +687,9 @@ class KernelContext:
         shape = shape_of(region.types[v])
         if v.has_trait("reduction"):
             return self.reduction_at(v, idx)
-        if op in LAYOUT:
-            return getattr(self, "_layout_" + op)(v, idx, shape)
+        layout = LAYOUT_RULES.get(op)
+        if layout is not None:
+            return layout(self, v, idx, shape)
         args = [self.value_at(u, self.broadcast_index(u, idx, shape))
                 for u in direct_operands(v)]
         out = rule_of(v)(self.emitter, v, args)  # type: ignore[operator]
@@ -696,6 +701,16 @@ class KernelContext:
         if t is None:
             return ()
         return shape_of(t)
+
+    def extent(self, u: Value, axis: int) -> int:
+        """`u`'s size along `axis`: from the region's types, or, for a scalar literal
+        splatted to a tensor (no region operand: its value is a constant), from its type."""
+        shape = self.operand_shape(u)
+        if not shape and isinstance(u.type, TensorType) and u.type.is_static:
+            shape = shape_of(u.type)
+        if axis >= len(shape):
+            raise KernelError(f"an operand of rank {len(shape)} concatenated along {axis}")
+        return shape[axis]
 
     def broadcast_index(self, u: Value, idx: list[ll.Value], shape: tuple[int, ...]
                         ) -> list[ll.Value]:
@@ -747,7 +762,7 @@ class KernelContext:
         start = 0
         pieces = []
         for u in v.xs:
-            n = self.operand_shape(u)[axis]
+            n = self.extent(u, axis)
             pieces.append((u, start, n))
             start += n
         # every piece is read at a clamped index, and the one that holds the element wins
@@ -952,3 +967,17 @@ def gemm_module(name: str, dtype: DataType, batch: int, m: int, n: int, k: int,
 __all__ = ["BLOCK", "HostFlavour", "KernelError", "Launch", "NVPTXFlavour", "RegionBuilder",
            "RegionCode", "gemm_module", "is_kernel_instruction", "reduction_space",
            "region_operands"]
+
+
+# The index rule of each layout instruction (which operand element an output element is):
+# layout is never materialized inside a region, only read through.
+LAYOUT_RULES: dict[str, Callable[[KernelContext, Instruction, list[ll.Value], tuple[int, ...]],
+                                 ll.Value]] = {
+    "padShape": KernelContext._layout_padShape,
+    "squeezeShape": KernelContext._layout_squeezeShape,
+    "shapeCast": KernelContext._layout_shapeCast,
+    "transpose": KernelContext._layout_transpose,
+    "reverse": KernelContext._layout_reverse,
+    "slice": KernelContext._layout_slice,
+    "concatenate": KernelContext._layout_concatenate,
+}

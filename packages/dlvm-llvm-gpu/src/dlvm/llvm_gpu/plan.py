@@ -33,7 +33,7 @@ import numpy as np
 from dlvm.ir import Function, Instruction, LiteralValue, Module, Value
 from dlvm.ir.core import ScalarLiteral
 from dlvm.ir.instructions.tensor import is_reversal
-from dlvm.ir.interp import Frame, Interpreter, located
+from dlvm.ir.interp import Frame, Interpreter
 from dlvm.ir.runtime import (
     EnumValue,
     ExecutionError,
@@ -47,7 +47,7 @@ from dlvm.llvm.codegen.specialize import Specializer
 from . import nvptx
 from .device import Device, DeviceArray, GPUError, KernelArg, c_type
 from .kernels import (
-    LAYOUT,
+    LAYOUT_RULES,
     Flavour,
     KernelError,
     RegionBuilder,
@@ -56,11 +56,16 @@ from .kernels import (
     is_kernel_instruction,
     region_operands,
 )
-
-VIEWS = ("padShape", "squeezeShape", "shapeCast", "slice")
-# instructions whose values pass through untouched: device arrays stay device arrays
-TRANSPARENT = ("branch", "conditional", "branchEnum", "return", "push", "pop", "createStack",
-               "destroyStack", "literal")
+from .lowering import lowering_of
+from .replay import (
+    MAX_SIGNATURES,
+    NotReplayable,
+    Recorder,
+    Replay,
+    device_arrays,
+    result_template,
+    signature,
+)
 
 
 @dataclass
@@ -109,7 +114,6 @@ class ShapeFrame(HostFrame):
         return shaped(self.frame.get(v))
 
 
-SHAPE_QUERIES = ("rank", "shape", "unitCount")
 
 
 class Transposed:
@@ -167,8 +171,10 @@ class LaunchPlan(Interpreter):
     """Runs a module's functions with their tensor work on `device`."""
 
     def __init__(self, module: Module, device: Device, flavour: Flavour, *, seed: int = 0,
-                 max_steps: int | None = None, timeout: float | None = None) -> None:
+                 max_steps: int | None = None, timeout: float | None = None,
+                 replay: bool = True) -> None:
         super().__init__(module, seed, max_steps, timeout)
+        self.not_replayed: dict[str, str] = {}  # why a function's last new signature walks
         self.device = device
         self.flavour = flavour
         self.specializer = Specializer(module)
@@ -179,7 +185,61 @@ class LaunchPlan(Interpreter):
         self.counter = 0
         self.host_opcodes: dict[str, int] = {}  # what ran on the host, for statistics
         self.stats = {"launches": 0, "regions compiled": 0, "host instructions": 0,
-                      "downloads": 0, "gemm library calls": 0}
+                      "downloads": 0, "gemm library calls": 0, "walks": 0, "replays": 0}
+        # replays by function and signature (None: that signature walks); see replay.py
+        self.replays: dict[str, dict[tuple[Any, ...], Replay | None]] = {}
+        self.recorder: Recorder | None = None
+        self.replay_enabled = replay
+
+    # ------------------------------------------------------------ calls: replay or walk
+
+    def call(self, name: str, args: list[Any]) -> Any:
+        """A call from outside: the replay of an earlier call with the same signature when
+        there is one, else a walk of the IR (recorded, when the signature is new)."""
+        fn = self.module.function(name)
+        key = signature(args) if self.replay_enabled and fn is not None and \
+            len(args) == len(fn.type_.arguments) else None
+        if key is None:
+            self.stats["walks"] += 1
+            return super().call(name, args)
+        known = self.replays.setdefault(name, {})
+        replay = known.get(key, MISSING)
+        if isinstance(replay, Replay):
+            coerced = [a if type(a) is DeviceArray else self.coerce(a, t, i)
+                       for i, (a, t) in enumerate(zip(args, fn.type_.arguments, strict=True))]
+            self.stats["replays"] += 1
+            self.stats["launches"] += replay.launches
+            return replay.run(device_arrays(coerced, []))
+        self.stats["walks"] += 1
+        if replay is None or len(known) >= MAX_SIGNATURES:
+            return super().call(name, args)
+        return self.record(fn, key, args)
+
+    def record(self, fn: Function, key: tuple[Any, ...], args: list[Any]) -> Any:
+        """Walk `fn` through a `Recorder`; keep the recording as the signature's replay when
+        the walk depended on nothing but the signature."""
+        assert fn.name is not None
+        coerced = [self.coerce(a, t, i) for i, (a, t) in enumerate(
+            zip(args, fn.type_.arguments, strict=True))]
+        device, rng = self.device, self.rng
+        recorder = Recorder(device, device_arrays(coerced, []),
+                            [d for _, d in self.uploads.values()])
+        self.device, self.recorder, self.rng = recorder, recorder, WatchedRNG(rng, recorder)
+        device.recorder = recorder
+        try:
+            value = self.invoke(fn, coerced)
+        finally:
+            self.device, self.recorder, self.rng = device, None, rng
+            device.recorder = None
+        known = self.replays[fn.name]
+        try:
+            if recorder.invalid:
+                raise NotReplayable(recorder.invalid)
+            known[key] = Replay(device, recorder, result_template(value, recorder))
+        except NotReplayable as e:
+            known[key] = None
+            self.not_replayed[fn.name] = str(e)
+        return value
 
     # ------------------------------------------------------------ dispatch
 
@@ -195,31 +255,24 @@ class LaunchPlan(Interpreter):
             raise ExecutionError(str(e)) from None
 
     def plan(self, inst: Instruction) -> Callable[[Instruction, Frame], Any]:
-        op = inst.opcode
-        if op == "apply":
-            callee = inst.fields.get("callee")
-            if isinstance(callee, Function) and "kernel" in callee.attributes and \
-                    callee.blocks and len(callee.blocks) == 1 and all(
-                        is_kernel_instruction(i) for i in callee.entry.instructions[:-1]):
-                return self.run_kernel_call
-            return self.run_raw
-        if op in VIEWS:
-            return self.run_view
-        if op == "transpose" and self.only_multiplied(inst):
-            return self.run_lazy_transpose
-        if op == "dot":
-            return self.run_dot
-        if is_kernel_instruction(inst):
-            return self.run_single
-        if op == "pop":
-            return self.run_pop
-        if op in TRANSPARENT:
-            return self.run_raw
-        if op in ("extract", "insert"):
-            return self.run_aggregate
-        if op in SHAPE_QUERIES:
-            return self.run_shape_query
-        return self.run_host
+        """The handler of `inst`, from the lowering table (`lowering.py`)."""
+        return getattr(self, lowering_of(inst).method)
+
+    def run_apply(self, inst: Instruction, frame: Frame) -> Any:
+        """A call of a single-block `!kernel` function of kernel instructions is one region;
+        any other call walks the callee (decided once per instruction)."""
+        callee = inst.fields.get("callee")
+        kernel = isinstance(callee, Function) and "kernel" in callee.attributes and \
+            callee.blocks and len(callee.blocks) == 1 and all(
+                is_kernel_instruction(i) for i in callee.entry.instructions[:-1])
+        handler = self.handlers[inst] = self.run_kernel_call if kernel else self.run_raw
+        return handler(inst, frame)
+
+    def run_transpose(self, inst: Instruction, frame: Frame) -> Any:
+        """A transpose that only `dot`s read stays a view; any other is a region."""
+        lazy = self.only_multiplied(inst)
+        handler = self.handlers[inst] = self.run_lazy_transpose if lazy else self.run_single
+        return handler(inst, frame)
 
     # ------------------------------------------------------------ host and raw
 
@@ -234,6 +287,8 @@ class LaunchPlan(Interpreter):
         return value
 
     def run_host(self, inst: Instruction, frame: Frame) -> Any:
+        if self.recorder is not None and "pure" not in inst.op.traits:
+            self.recorder.fail(f"'{inst.opcode}' runs on the host and is not pure")
         self.stats["host instructions"] += 1
         self.host_opcodes[inst.opcode] = self.host_opcodes.get(inst.opcode, 0) + 1
         return Interpreter.evaluate(self, inst, HostFrame(frame))  # type: ignore[arg-type]
@@ -413,7 +468,7 @@ class LaunchPlan(Interpreter):
             for v in [*params, *body[:-1]]:
                 t = self.module.resolve(spec.type(v))
                 if not isinstance(t, TensorType) or not t.is_static or (
-                        isinstance(v, Instruction) and v.opcode not in LAYOUT and
+                        isinstance(v, Instruction) and v.opcode not in LAYOUT_RULES and
                         not is_kernel_instruction(v)):
                     return self.run_raw(inst, frame)  # dynamic shapes: run the body
                 types[v] = t
@@ -486,11 +541,7 @@ class LaunchPlan(Interpreter):
             device.launch(region.handles[launch.name], launch.grid, launch.block, 0, args)
             self.stats["launches"] += 1
         if err is not None:
-            word = DeviceArray(err, (), np.dtype(np.int32)).numpy()
-            site = int(word)
-            if site:
-                inst, message = code.sites[site - 1]
-                raise located(inst, message)
+            device.check_status(err, code.error)
         return outs
 
     # ------------------------------------------------------------ dot
@@ -577,6 +628,22 @@ class LaunchPlan(Interpreter):
             return tuple(self.coerce(v, et, index) for v, et in zip(value, t.elements,
                                                                      strict=True))
         return value
+
+
+MISSING = object()
+
+
+class WatchedRNG:
+    """The interpreter's random generator while a call is recorded: drawing from it makes
+    the call unreplayable (a replay would repeat the same numbers)."""
+
+    def __init__(self, rng: np.random.Generator, recorder: Recorder) -> None:
+        self._rng = rng
+        self._recorder = recorder
+
+    def __getattr__(self, name: str) -> Any:
+        self._recorder.fail("it draws random numbers")
+        return getattr(self._rng, name)
 
 
 def tuple_elements(v: Value | None) -> list[Value]:

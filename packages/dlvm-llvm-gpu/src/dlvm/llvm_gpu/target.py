@@ -36,12 +36,13 @@ from .kernels import (
     is_kernel_instruction,
     region_operands,
 )
-from .plan import VIEWS, LaunchPlan, to_host, tuple_elements
+from .lowering import lowering_of
+from .plan import LaunchPlan, to_host, tuple_elements
 
 DEVICES = ("cuda", "host")
 
 
-def make_device(kind: str, ordinal: int = 0) -> Device:
+def make_device(kind: str, ordinal: int = 0, tensor_cores: bool = False) -> Device:
     """The device for `kind`: a GPU (`cuda`) or the host emulation (`host`)."""
     if kind == "host":
         from .emulate import HostDevice
@@ -53,7 +54,7 @@ def make_device(kind: str, ordinal: int = 0) -> Device:
     if not ok:
         raise ir.DlvmError(f"target 'nvptx': {reason} (device='host' runs the same launch "
                            "plans on the CPU)")
-    return CudaDevice(ordinal)
+    return CudaDevice(ordinal, tensor_cores)
 
 
 class NVPTXExecutable(ir.Executable):
@@ -87,7 +88,11 @@ class NVPTXTarget(ir.Target):
     (default: the GPU's, or sm_80 for `emit` without one); `passes`: the pipeline run first,
     on a copy (default `O3`, which fuses element-wise code into kernels; skipped, with a
     warning, when dlvm-opt is not installed); `dynamic_size`: the size `emit` gives `_`
-    dimensions; `seed`, `max_steps`, `timeout`: as for `interp`.
+    dimensions; `replay`: whether a call with the signature of an earlier one replays its
+    launches (`replay.py`) instead of walking the IR again; `tensor_cores`: TF32 math for
+    float32 GEMMs and float16 GEMMs through cuBLAS (float32 sums), both on tensor cores;
+    `seed`, `max_steps`, `timeout`:
+    as for `interp` (they bound walks; a replay is a finite list).
     """
 
     name = "nvptx"
@@ -97,6 +102,8 @@ class NVPTXTarget(ir.Target):
     arch: str = ""
     passes: str = "O3"
     dynamic_size: int = 32
+    replay: bool = True
+    tensor_cores: bool = False
     seed: int = 0
     max_steps: int | None = None
     timeout: float | None = None
@@ -115,6 +122,8 @@ class NVPTXTarget(ir.Target):
                 raise ir.DlvmError(f"target option 'arch': {e}") from None
         check_option("passes", self.passes, str)
         check_option("dynamic_size", self.dynamic_size, int, minimum=1)
+        check_option("replay", self.replay, bool)
+        check_option("tensor_cores", self.tensor_cores, bool)
         check_option("seed", self.seed, int, minimum=0)
         check_option("max_steps", self.max_steps, int, minimum=1, optional=True)
         check_option("timeout", self.timeout, float, minimum=0, optional=True)
@@ -144,7 +153,7 @@ class NVPTXTarget(ir.Target):
     def compile(self, module: ir.Module) -> ir.Executable:
         module = self.prepare(module)
         try:
-            device = make_device(self.device, self.ordinal)
+            device = make_device(self.device, self.ordinal, self.tensor_cores)
         except GPUError as e:
             raise ir.DlvmError(f"target 'nvptx': {e}") from None
         if self.device == "host":
@@ -152,7 +161,7 @@ class NVPTXTarget(ir.Target):
         else:
             flavour = NVPTXFlavour(libdevice=nvptx.libdevice_path() is not None)
         plan = LaunchPlan(module, device, flavour, seed=self.seed, max_steps=self.max_steps,
-                          timeout=self.timeout)
+                          timeout=self.timeout, replay=self.replay)
         return NVPTXExecutable(module, device, plan)
 
     def emit(self, module: ir.Module, what: str) -> str | bytes:
@@ -241,7 +250,7 @@ def _emit_instruction(llmod: ll.Module, flavour: NVPTXFlavour, specializer: Spec
         m, k, n = int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1])  # type: ignore[arg-type]
         _, launch = gemm_module(base + "_gemm", a.dtype, batch, m, n, k, flavour, llmod)
         return [launch.name]
-    if op in VIEWS or not is_kernel_instruction(inst):
+    if lowering_of(inst).how != "kernel region" or not is_kernel_instruction(inst):
         return []  # a view of its operand, or an instruction the host runs
     operands = [v for v in dict.fromkeys(region_operands(inst))
                 if not (isinstance(v, LiteralValue) and isinstance(v.literal, ScalarLiteral))]
