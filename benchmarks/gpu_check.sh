@@ -55,16 +55,20 @@ for section in "${sections[@]}"; do
     threads)
         run threads 120 python3 benchmarks/llvm_cpu.py --only threads --json "$OUT/threads.json" ;;
     gpu-tests)
-        run gpu_tests 150 python3 -m pytest -p no:cacheprovider -q ${GPU_TESTS:-packages/dlvm-llvm-gpu} ;;
+        run gpu_tests 120 python3 -m pytest -p no:cacheprovider -q ${GPU_TESTS:-packages/dlvm-llvm-gpu} ;;
     nvptx)
-        run nvptx 130 python3 benchmarks/nvptx.py --json "$OUT/nvptx.json" ;;
+        run nvptx 100 python3 benchmarks/nvptx.py --json "$OUT/nvptx.json" ;;
     examples)
-        run digits 45 python3 -m dlvm.cli run examples/digits-mlp/pipeline.toml \
+        run digits 40 python3 -m dlvm.cli run examples/digits-mlp/pipeline.toml \
             --set target.name=nvptx
-        run tel_rnn 45 python3 -m dlvm.cli run examples/tel-rnn/pipeline.toml \
+        run tel_rnn 40 python3 -m dlvm.cli run examples/tel-rnn/pipeline.toml \
             --set target.name=nvptx --set train.epochs=1
-        run onnx_cnn 45 python3 -m dlvm.cli run examples/onnx-cnn/pipeline.toml \
-            --set target.name=nvptx --set train.epochs=1 ;;
+        run onnx_cnn 40 python3 -m dlvm.cli run examples/onnx-cnn/pipeline.toml \
+            --set target.name=nvptx --set train.epochs=1
+        run onnx_cnn_cpu 40 python3 -m dlvm.cli run examples/onnx-cnn/pipeline.toml \
+            --set target.name=llvm-cpu --set train.epochs=1
+        run tel_rnn_cpu 40 python3 -m dlvm.cli run examples/tel-rnn/pipeline.toml \
+            --set target.name=llvm-cpu --set train.epochs=1 ;;
     *)
         echo "gpu_check: unknown section $section (env cpu threads gpu-tests nvptx examples)" ;;
     esac

@@ -5,6 +5,7 @@ and scheduling run as on a GPU, with the kernels compiled for the CPU."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -250,3 +251,91 @@ def test_random_layout_programs_and_their_gradients(text: str, seed: int) -> Non
             args = [random_argument(t, oracle.module, rng) for t in fn.type_.arguments]
             for name in ("f", "df"):
                 assert_agree(exe.call(name, *args), oracle.call(name, *args), name)
+
+
+def llvm_convolution_tests() -> Any:
+    """dlvm-llvm's table of convolution and pooling geometries (one table for every
+    target)."""
+    import importlib.util
+    import sys
+
+    path = ROOT / "packages" / "dlvm-llvm" / "tests" / "test_convolution.py"
+    spec = importlib.util.spec_from_file_location("llvm_convolution_tests", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+CONV = llvm_convolution_tests()
+
+
+def test_convolutions_and_pooling_run_in_kernels() -> None:
+    """Every geometry of dlvm-llvm's table — strides, padding, both dilations, groups,
+    1-3 spatial dimensions, empty sizes — on the emulation against the interpreter; float
+    convolutions and pooling by a built-in combinator never leave the device."""
+    texts = [CONV.conv_function(c) for c in CONV.CASES]
+    texts += [CONV.pool_function(p, CONV.pool_out(p)) for p in CONV.POOLS]
+    module = ir.parse("\n".join(texts))
+    oracle, exe = ir.compile(module, "interp"), emulated(module, passes="")
+    for c in CONV.CASES:
+        args = CONV.arguments(c)
+        before = exe.plan.stats["host instructions"]
+        conv_agree(c, exe.call(c.name, *args), oracle.call(c.name, *args))
+        on_host = exe.plan.stats["host instructions"] - before
+        if c.dtype == "i32":
+            assert on_host == 1, c.name  # integer convolutions run on the host
+        elif 0 not in c.out_shape():
+            assert on_host == 0, c.name
+    rng = np.random.default_rng(1)
+    for p in CONV.POOLS:
+        dt = CONV.DTYPES[p.dtype]
+        x = (rng.integers(-50, 50, p.x) if p.dtype == "i32" else
+             rng.standard_normal(p.x)).astype(dt)
+        before = exe.plan.stats["host instructions"]
+        assert_agree(exe.call(p.name, x), oracle.call(p.name, x), p.name)
+        assert exe.plan.stats["host instructions"] == before, p.name
+
+
+def conv_agree(c: Any, got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...]) -> None:
+    """A thread sums its window in order, numpy's BLAS in blocks: floats agree to the
+    rounding of a sum of that many terms, relative to the output's scale."""
+    assert got[0].shape == want[0].shape == c.out_shape(), c.name
+    if c.dtype == "i32" or not got[0].size:
+        assert_agree(got, want, c.name)
+        return
+    g, w = got[0].astype(np.float64), want[0].astype(np.float64)
+    eps = {"f16": 1e-2, "f32": 2e-6, "f64": 1e-13}[c.dtype]
+    np.testing.assert_allclose(g, w, rtol=eps, atol=eps * np.abs(w).max(), err_msg=c.name)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(CONV.geometries())
+def test_random_convolutions_agree_with_the_interpreter(drawn: Any) -> None:
+    c, seed = drawn
+    module = ir.parse(CONV.conv_function(c))
+    args = CONV.arguments(c, seed)
+    conv_agree(c, emulated(module, passes="").call(c.name, *args),
+               ir.compile(module, "interp").call(c.name, *args))
+
+
+def test_the_onnx_cnn_trains_without_leaving_the_device() -> None:
+    """examples/onnx-cnn's training step (convolutions, pooling, their adjoints): every
+    instruction on the device, no download, replayed after its first call."""
+    onnx_frontend = pytest.importorskip("dlvm.onnx")
+    module = onnx_frontend.load(str(ROOT / "examples" / "onnx-cnn" / "cnn.onnx"))
+    ir.run_passes(module, "differentiation,O2")
+    oracle, exe = ir.compile(module, "interp"), emulated(module)
+    params = oracle.call("init_params")
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        x = rng.random((8, 64)).astype(np.float32)
+        y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 8)]
+        args = [*params, x, y, np.float32(0.5)]
+        got, want = exe.call("train_step", *args), oracle.call("train_step", *args)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    stats = exe.plan.stats
+    assert stats["host instructions"] == 0 and stats["downloads"] == 0, exe.plan.host_opcodes
+    assert stats["replays"] == 2, (stats, exe.plan.not_replayed)

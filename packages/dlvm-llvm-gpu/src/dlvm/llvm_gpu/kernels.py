@@ -43,8 +43,8 @@ import numpy as np
 from llvmlite import ir as ll
 
 from dlvm.ir import Instruction, LiteralValue, Value
-from dlvm.ir.core import ScalarLiteral
-from dlvm.ir.instructions.tensor import permutation
+from dlvm.ir.core import BuiltinRef, ScalarLiteral
+from dlvm.ir.instructions.tensor import permutation, window_pads
 from dlvm.ir.interp import located
 from dlvm.ir.plugin import install_hint
 from dlvm.ir.runtime import numpy_dtype
@@ -72,6 +72,8 @@ def is_kernel_instruction(inst: Instruction) -> bool:
     """Whether `inst` can be part of a GPU region."""
     if inst.opcode in LAYOUT_RULES:
         return True
+    if inst.opcode in WINDOW_RULES:
+        return window_supported(inst)
     if inst.has_trait("reduction"):
         return is_region_instruction(inst)
     if not is_region_instruction(inst):
@@ -89,7 +91,25 @@ def region_operands(inst: Instruction) -> list[Value]:
         return [inst.x]
     if inst.opcode == "concatenate":
         return list(inst.xs)
+    if inst.opcode == "convolve":
+        return [inst.x, inst.kernel]
+    if inst.opcode == "reduceWindow":
+        return [inst.x, inst.init]
     return direct_operands(inst)
+
+
+WINDOW_COMBINATORS = ("add", "multiply", "max", "min")
+
+
+def window_supported(inst: Instruction) -> bool:
+    """A convolution of floats, or pooling by a built-in combinator: one thread per output
+    element folds its window (`KernelContext._window_*`)."""
+    if inst.opcode == "reduceWindow":
+        comb = inst.combinator
+        name = comb.name if isinstance(comb, BuiltinRef) else comb
+        return isinstance(name, str) and name in WINDOW_COMBINATORS
+    t = inst.type
+    return isinstance(t, TensorType) and t.dtype.is_float
 
 
 class KernelError(Exception):
@@ -402,7 +422,8 @@ class RegionBuilder:
         groups: dict[tuple[int, ...], list[Value]] = {}
         reductions: list[Value] = []
         for v in self.outputs:
-            if isinstance(v, Instruction) and v.has_trait("reduction") and v in self.members:
+            if isinstance(v, Instruction) and v.has_trait("reduction") and \
+                    v in self.members and v.opcode not in WINDOW_RULES:
                 reductions.append(v)
             else:
                 groups.setdefault(shape_of(self.types[v]), []).append(v)
@@ -685,6 +706,9 @@ class KernelContext:
         assert isinstance(v, Instruction) and v in region.members, v
         op = v.opcode
         shape = shape_of(region.types[v])
+        window = WINDOW_RULES.get(op)
+        if window is not None:
+            return window(self, v, idx)
         if v.has_trait("reduction"):
             return self.reduction_at(v, idx)
         layout = LAYOUT_RULES.get(op)
@@ -774,6 +798,91 @@ class KernelContext:
             result = x if result is None else b.select(inside, x, result)
         assert result is not None
         return result
+
+    # ------------------------------------------------------------ windows
+
+    def window_positions(self, out: list[ll.Value], taps: list[ll.Value],
+                         sizes: Sequence[int], strides: Sequence[int],
+                         pads: Sequence[tuple[int, int]], left: Sequence[int],
+                         right: Sequence[int]) -> tuple[list[ll.Value], ll.Value]:
+        """The input index an output position `out` reads at window position `taps` — p =
+        out·stride + tap·right − low pad, divided by the left dilation — clamped into the
+        input, and whether it is a real element (not padding, not between dilated ones)."""
+        b = self.b
+        zero = ll.Constant(I64, 0)
+        valid: ll.Value = ll.Constant(I1, 1)
+        index = []
+        for o, t, size, st, (lo, _), a, r in zip(out, taps, sizes, strides, pads, left, right,
+                                                 strict=True):
+            p = b.sub(b.add(b.mul(o, ll.Constant(I64, st)), b.mul(t, ll.Constant(I64, r))),
+                      ll.Constant(I64, lo))
+            valid = b.and_(valid, b.icmp_signed(">=", p, zero))
+            if a > 1:
+                valid = b.and_(valid, b.icmp_signed("==", b.srem(p, ll.Constant(I64, a)), zero))
+                p = b.sdiv(p, ll.Constant(I64, a))
+            valid = b.and_(valid, b.icmp_signed("<", p, ll.Constant(I64, size)))
+            index.append(b.select(valid, p, zero))
+        return [b.select(valid, i, zero) for i in index], valid
+
+    def _window_convolve(self, v: Instruction, idx: list[ll.Value]) -> ll.Value:
+        """Σ over the group's input channels and the window of x · kernel, accumulated in
+        the element type (float32 for float16), rounded once."""
+        b = self.b
+        xs, ks = self.operand_shape(v.x), self.operand_shape(v.kernel)
+        n = len(xs) - 2
+        groups = v.groups or 1
+        cin_g, cout_g = ks[1], ks[0] // groups
+        dtype = self.region.types[v].dtype
+        acc_t = scalar_type(dtype if dtype.bits >= 32 else DataType("float", 32))
+        slot = self.entry_alloca(acc_t)
+        b.store(ll.Constant(acc_t, 0.0), slot)
+        channel0 = b.mul(b.udiv(idx[1], ll.Constant(I64, cout_g)), ll.Constant(I64, cin_g))
+        taps = int(np.prod(ks[2:], dtype=np.int64))
+        saved = dict(self.memo)
+        with _loop(b, ll.Constant(I64, 0), ll.Constant(I64, cin_g), "ci") as ci, \
+                _loop(b, ll.Constant(I64, 0), ll.Constant(I64, taps), "tap") as tap:
+            self.memo.clear()
+            where = unflatten(b, tap, ks[2:])
+            pos, valid = self.window_positions(
+                idx[2:], where, xs[2:], v.strides or [1] * n, v.padding or [(0, 0)] * n,
+                v.leftDilation or [1] * n, v.rightDilation or [1] * n)
+            x = self.value_at(v.x, [idx[0], b.add(channel0, ci), *pos])
+            k = self.value_at(v.kernel, [idx[1], ci, *where])
+            if x.type != acc_t:
+                x, k = b.fpext(x, acc_t), b.fpext(k, acc_t)
+            term = b.select(valid, b.fmul(x, k), ll.Constant(acc_t, 0.0))
+            b.store(b.fadd(b.load(slot, typ=acc_t), term), slot)
+        self.memo = saved
+        return rounded(b, b.load(slot, typ=acc_t), scalar_type(dtype))
+
+    def _window_reduceWindow(self, v: Instruction, idx: list[ll.Value]) -> ll.Value:
+        """init ⊕ the window's elements, a padded position counting as init (what the
+        interpreter's padded fold computes), in the reduction's accumulation type."""
+        b = self.b
+        xs = self.operand_shape(v.x)
+        dtype = self.region.types[v].dtype
+        acc_t = scalar_type(accumulation_dtype(v, dtype))
+        name = combinator_name(v)
+
+        def widen(value: ll.Value) -> ll.Value:
+            return b.fpext(value, acc_t) if value.type != acc_t else value
+
+        init = widen(self.value_at(v.init, []))
+        slot = self.entry_alloca(acc_t)
+        b.store(init, slot)
+        pads = [window_pads(size, d, st, v.padding)
+                for size, d, st in zip(xs, v.dims, v.strides, strict=True)]
+        taps = int(np.prod(v.dims, dtype=np.int64))
+        saved = dict(self.memo)
+        with _loop(b, ll.Constant(I64, 0), ll.Constant(I64, taps), "tap") as tap:
+            self.memo.clear()
+            where = unflatten(b, tap, list(v.dims))
+            pos, valid = self.window_positions(idx, where, xs, v.strides, pads,
+                                               [1] * len(xs), [1] * len(xs))
+            x = b.select(valid, widen(self.value_at(v.x, pos)), init)
+            b.store(combine(self.emitter, name, b.load(slot, typ=acc_t), x, False), slot)
+        self.memo = saved
+        return rounded(b, b.load(slot, typ=acc_t), scalar_type(dtype))
 
     # ------------------------------------------------------------ reductions
 
@@ -980,4 +1089,11 @@ LAYOUT_RULES: dict[str, Callable[[KernelContext, Instruction, list[ll.Value], tu
     "reverse": KernelContext._layout_reverse,
     "slice": KernelContext._layout_slice,
     "concatenate": KernelContext._layout_concatenate,
+}
+
+# The fold of each windowed instruction at one output element: a convolution's products,
+# pooling's combinator over the (padded) window.
+WINDOW_RULES: dict[str, Callable[[KernelContext, Instruction, list[ll.Value]], ll.Value]] = {
+    "convolve": KernelContext._window_convolve,
+    "reduceWindow": KernelContext._window_reduceWindow,
 }

@@ -81,8 +81,10 @@ def how_opcode_runs(opcode: str) -> str:
 
     if opcode == "builtin":
         return "kernel region (a function with a scalar rule), else host"
-    if opcode == "reduce":
+    if opcode in ("reduce", "reduceWindow"):
         return "kernel region (a built-in combinator), else host"
+    if opcode == "convolve":
+        return "kernel region (floats: a thread per output element), else host"
     op = OPS.get(opcode)
     if op is not None and "reduction" in op.traits:
         return "kernel region"

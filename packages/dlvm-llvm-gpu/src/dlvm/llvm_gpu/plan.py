@@ -343,11 +343,9 @@ class LaunchPlan(Interpreter):
                 return self.run_host(inst, frame)
             del shape[inst.axis]
         elif op == "shapeCast":
-            t = self.module.resolve(inst.type)
-            assert isinstance(t, TensorType)
-            if not t.is_static or int(np.prod(t.shape, dtype=np.int64)) != x.size:
-                return self.run_host(inst, frame)
-            shape = [int(d) for d in t.shape]  # type: ignore[arg-type]
+            shape = view_shape(inst.shape, x.size)
+            if shape is None:
+                return self.run_host(inst, frame)  # the interpreter reports the problem
         else:  # slice of rows
             if not shape or inst.upper >= shape[0]:
                 return self.run_host(inst, frame)
@@ -644,6 +642,17 @@ class WatchedRNG:
     def __getattr__(self, name: str) -> Any:
         self._recorder.fail("it draws random numbers")
         return getattr(self._rng, name)
+
+
+def view_shape(dims: list[int | None], size: int) -> list[int] | None:
+    """A shapeCast's result shape for `size` elements: its dimensions, a `_` among them
+    inferred as numpy's -1 is; None when they cannot hold exactly `size` elements."""
+    known = int(np.prod([d for d in dims if d is not None], dtype=np.int64))
+    unknown = [k for k, d in enumerate(dims) if d is None]
+    if len(unknown) > 1 or (not unknown and known != size) or \
+            (unknown and (known == 0 or size % known)):
+        return None
+    return [size // known if d is None else d for d in dims]
 
 
 def tuple_elements(v: Value | None) -> list[Value]:
