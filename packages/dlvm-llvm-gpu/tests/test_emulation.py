@@ -339,3 +339,57 @@ def test_the_onnx_cnn_trains_without_leaving_the_device() -> None:
     stats = exe.plan.stats
     assert stats["host instructions"] == 0 and stats["downloads"] == 0, exe.plan.host_opcodes
     assert stats["replays"] == 2, (stats, exe.plan.not_replayed)
+
+
+def test_the_tel_rnn_trains_without_leaving_the_device() -> None:
+    """examples/tel-rnn's training step: the recurrent loop reads its time steps as views
+    of rows (`extract`), and only loop counters run on the host; no download, replayed."""
+    tel = pytest.importorskip("dlvm.tel")
+    module = tel.compile_file(str(ROOT / "examples" / "tel-rnn" / "model.tel"))
+    ir.run_passes(module, "differentiation,O2")
+    oracle, exe = ir.compile(module, "interp"), emulated(module)
+    params = oracle.call("init_params")
+    data = np.load(ROOT / "examples" / "tel-rnn" / "sequences.npz")
+    for start in (0, 8, 16):
+        x = data["sequences"][start:start + 8].astype(np.float32)
+        y = np.eye(2, dtype=np.float32)[data["labels"][start:start + 8]]
+        args = [*params, x, y, np.float32(0.1)]
+        got, want = exe.call("train_step", *args), oracle.call("train_step", *args)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    stats = exe.plan.stats
+    assert stats["downloads"] == 0 and stats["replays"] == 2, (stats, exe.plan.not_replayed)
+    assert set(exe.plan.host_opcodes) <= {"lessThan", "add", "equal"}, exe.plan.host_opcodes
+
+
+ROWS = """
+func @row: (<6 x 4 x f32>, i64) -> <4 x f32> {
+'entry(%xs: <6 x 4 x f32>, %i: i64):
+    %r = extract %i: i64 from %xs: <6 x 4 x f32>
+    return %r: <4 x f32>
+}
+
+func @elem: (<6 x 4 x f32>) -> f32 {
+'entry(%xs: <6 x 4 x f32>):
+    %e = extract 2, 1 from %xs: <6 x 4 x f32>
+    return %e: f32
+}
+"""
+
+
+def test_rows_extracted_from_a_device_tensor_are_views() -> None:
+    module = ir.parse(ROWS, "rows.dl")
+    oracle, exe = ir.compile(module, "interp"), emulated(module, passes="")
+    xs = np.arange(24, dtype=np.float32).reshape(6, 4)
+    dx = exe.device.upload(xs)
+    row = exe.call_device("row", dx, np.int64(3))
+    assert isinstance(row, DeviceArray) and row.buffer is dx.buffer and row.offset == 48
+    np.testing.assert_array_equal(row.numpy(), xs[3])
+    assert float(exe.call_device("elem", dx)) == 9.0
+    assert exe.plan.stats["host instructions"] == 0 and exe.plan.stats["downloads"] == 0
+    for bad in (6, -1):
+        with pytest.raises(ir.ExecutionError) as want:
+            oracle.call("row", xs, np.int64(bad))
+        with pytest.raises(ir.ExecutionError) as got:
+            exe.call("row", xs, np.int64(bad))
+        assert str(got.value) == str(want.value)

@@ -54,8 +54,8 @@ lowering("branch", "conditional", "branchEnum", "return", "push", "createStack",
 lowering("pop", how="walk", method="run_pop",
          summary="the tape's values come back as they went in (device arrays), shapes checked")
 lowering("extract", "insert", how="aggregate", method="run_aggregate",
-         summary="tuples, structs and arrays keep their device arrays; a key into a tensor "
-         "runs on the host")
+         summary="tuples, structs and arrays keep their device arrays; rows extracted from "
+         "a device tensor are views; an insert into one runs on the host")
 lowering("rank", "shape", "unitCount", how="shape query", method="run_shape_query",
          summary="answered from the device array's shape: no launch, no copy")
 

@@ -297,18 +297,28 @@ class LaunchPlan(Interpreter):
         return Interpreter.evaluate(self, inst, ShapeFrame(frame))  # type: ignore[arg-type]
 
     def run_aggregate(self, inst: Instruction, frame: Frame) -> Any:
-        """`extract`/`insert` on tuples, arrays and structs keep device arrays; a key that
-        indexes into a tensor runs on the host."""
+        """`extract`/`insert` on tuples, arrays and structs keep device arrays; `extract`
+        of rows of a device tensor is a view of them (no launch, no copy); `insert` into a
+        device tensor runs on the host."""
         from dlvm.ir.instructions.aggregate import runtime_keys
 
-        x = frame.get(inst.value if inst.opcode == "extract" else inst.destination)
+        extract = inst.opcode == "extract"
+        x = frame.get(inst.value if extract else inst.destination)
         for key in runtime_keys(inst.keys, HostFrame(frame)):
             if isinstance(x, DeviceArray):
-                return self.run_host(inst, frame)
+                if not (extract and isinstance(key, int) and x.shape and
+                        0 <= key < x.shape[0]):
+                    return self.run_host(inst, frame)  # the interpreter reports a bad key
+                row = x.nbytes // x.shape[0]
+                x = DeviceArray(x.buffer, x.shape[1:], x.dtype, x.offset + key * row)
+                continue
             try:
                 x = x[key]
             except (TypeError, KeyError, IndexError):
                 break  # the interpreter's semantics report the problem
+        else:
+            if extract and isinstance(x, DeviceArray):
+                return x
         return self.run_raw(inst, frame)
 
     # ------------------------------------------------------------ values on the device
