@@ -61,38 +61,29 @@ def chain_text(length: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seconds_per_call(length: int, device: str, replay: bool, calls: int) -> float:
+    """Host time of one call of a `length`-launch chain, warm (compiled, recorded,
+    replayed and captured first), the device synchronized at the end."""
+    exe = ir.compile(ir.parse(chain_text(length)), "nvptx", passes="", device=device,
+                     replay=replay)
+    one = exe.device.upload(np.ones(1, np.float32))
+    for _ in range(20):
+        exe.call_device("f", one)
+    exe.device.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        exe.call_device("f", one)
+    exe.device.synchronize()
+    return (time.perf_counter() - start) / calls
+
+
 def host_overhead(device: str, rows: dict[str, Any]) -> None:
     """Host time per call and per replayed launch (the emulation's host side is the GPU's:
     the same plan, replay and graph code; only the driver calls differ)."""
-    for replay in (False, True):
-        tiny = ir.compile(ir.parse(chain_text(1)), "nvptx", passes="", device=device,
-                          replay=replay)
-        one = tiny.device.upload(np.ones(1, np.float32))
-        for _ in range(20):  # compile, record, replay, capture
-            tiny.call_device("f", one)
-        tiny.device.synchronize()
-        calls = 2000
-        start = time.perf_counter()
-        for _ in range(calls):
-            tiny.call_device("f", one)
-        tiny.device.synchronize()
-        key = "call_device_us" if replay else "call_device_walk_us"
-        rows[key] = (time.perf_counter() - start) / calls * 1e6
-    length = 64
-    for replay in (False, True):
-        chain = ir.compile(ir.parse(chain_text(length)), "nvptx", passes="", device=device,
-                           replay=replay)
-        one = chain.device.upload(np.ones(1, np.float32))
-        for _ in range(5):
-            chain.call_device("f", one)
-        chain.device.synchronize()
-        calls = 200
-        start = time.perf_counter()
-        for _ in range(calls):
-            chain.call_device("f", one)
-        chain.device.synchronize()
-        key = "us_per_launch_replayed" if replay else "us_per_launch_walked"
-        rows[key] = (time.perf_counter() - start) / calls / length * 1e6
+    for replay, suffix in ((False, "walk_"), (True, "")):
+        rows[f"call_device_{suffix}us"] = 1e6 * seconds_per_call(1, device, replay, 2000)
+    for replay, suffix in ((False, "walked"), (True, "replayed")):
+        rows[f"us_per_launch_{suffix}"] = 1e6 * seconds_per_call(64, device, replay, 200) / 64
     rows["host_overhead_device"] = device
 
 

@@ -6,7 +6,6 @@ half as many, oversubscribed counts (more threads than cores) included."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import statistics
 import subprocess
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 
 import dlvm.ir as ir
+from dlvm.ir.testing import module_from_path
 from dlvm.llvm.runtime import threads
 
 pytestmark = pytest.mark.skipif(os.environ.get("DLVM_SLOW_TESTS") != "1",
@@ -29,12 +29,7 @@ BENCHMARK = Path(__file__).resolve().parents[3] / "benchmarks" / "llvm_cpu.py"
 
 
 def benchmark_module() -> Any:
-    spec = importlib.util.spec_from_file_location("llvm_cpu_benchmark", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return module_from_path(BENCHMARK, "llvm_cpu_benchmark")
 
 
 @contextlib.contextmanager

@@ -332,6 +332,20 @@ def check_random_program(text: str, x: float, y: float, n: int, k: int, target: 
         check_same(fn, args, native, oracle, same_place=True)
 
 
+def module_from_path(path: Path, name: str) -> Any:
+    """A Python file that is not on the import path (a benchmark, another package's test
+    tables) imported as module `name`, for tests that share its definitions."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 def check_same(fn: Any, args: list[Any], target: Executable, oracle: Executable, *,
                errors: bool = True, same_place: bool = False) -> None:
     """`target` computes what `oracle` does, and fails where it fails (unless `errors` is

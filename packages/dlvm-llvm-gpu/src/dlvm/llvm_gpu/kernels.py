@@ -95,16 +95,22 @@ def region_operands(inst: Instruction) -> list[Value]:
         return [inst.x, inst.kernel]
     if inst.opcode == "reduceWindow":
         return [inst.x, inst.init]
+    if inst.opcode == "scan":
+        return [inst.x]
     return direct_operands(inst)
 
 
 WINDOW_COMBINATORS = ("add", "multiply", "max", "min")
 
 
+SCAN_MAX = 1 << 12  # the most elements a scan's line (its scanned dimensions) may have in
+# a kernel: a thread folds its prefix itself, so the work grows as the square of the line
+
+
 def window_supported(inst: Instruction) -> bool:
-    """A convolution of floats, or pooling by a built-in combinator: one thread per output
-    element folds its window (`KernelContext._window_*`)."""
-    if inst.opcode == "reduceWindow":
+    """A convolution of floats, pooling or a scan by a built-in combinator: one thread per
+    output element folds its window or prefix (`KernelContext._window_*`)."""
+    if inst.opcode in ("reduceWindow", "scan"):
         comb = inst.combinator
         name = comb.name if isinstance(comb, BuiltinRef) else comb
         return isinstance(name, str) and name in WINDOW_COMBINATORS
@@ -884,6 +890,36 @@ class KernelContext:
         self.memo = saved
         return rounded(b, b.load(slot, typ=acc_t), scalar_type(dtype))
 
+    def _window_scan(self, v: Instruction, idx: list[ll.Value]) -> ll.Value:
+        """The inclusive prefix of `x` at `idx`, folded in numpy's order (the first listed
+        dimension innermost, each line from its first element, in the element type), so
+        that the result is the interpreter's bit for bit."""
+        b = self.b
+        xs = self.operand_shape(v.x)
+        if int(np.prod([xs[d] for d in v.dims], dtype=np.int64)) > SCAN_MAX:
+            raise KernelError(f"a scan over more than {SCAN_MAX} elements per line")
+        t = scalar_type(self.region.types[v].dtype)
+        name = combinator_name(v)
+        one = ll.Constant(I64, 1)
+        saved = dict(self.memo)
+
+        def level(k: int, index: list[ll.Value]) -> ll.Value:
+            if k < 0:
+                self.memo.clear()
+                return self.value_at(v.x, index)
+            axis = v.dims[k]
+            slot = self.entry_alloca(t)
+            b.store(level(k - 1, [*index[:axis], ll.Constant(I64, 0), *index[axis + 1:]]),
+                    slot)
+            with _loop(b, one, b.add(index[axis], one), f"scan{k}") as j:
+                x = level(k - 1, [*index[:axis], j, *index[axis + 1:]])
+                b.store(combine(self.emitter, name, b.load(slot, typ=t), x, False), slot)
+            return b.load(slot, typ=t)
+
+        out = level(len(v.dims) - 1, list(idx))
+        self.memo = saved
+        return out
+
     # ------------------------------------------------------------ reductions
 
     def full_index(self, space: ReductionSpace, o: ll.Value, r: ll.Value) -> list[ll.Value]:
@@ -1096,4 +1132,5 @@ LAYOUT_RULES: dict[str, Callable[[KernelContext, Instruction, list[ll.Value], tu
 WINDOW_RULES: dict[str, Callable[[KernelContext, Instruction, list[ll.Value]], ll.Value]] = {
     "convolve": KernelContext._window_convolve,
     "reduceWindow": KernelContext._window_reduceWindow,
+    "scan": KernelContext._window_scan,
 }

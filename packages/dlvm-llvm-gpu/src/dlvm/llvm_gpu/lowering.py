@@ -43,6 +43,8 @@ lowering("apply", how="kernel region", method="run_apply",
 lowering("padShape", "squeezeShape", "shapeCast", "slice", how="view", method="run_view",
          summary="the operand's memory under another shape (rows of it, for `slice`): no "
          "launch; inside a region, an index rule")
+lowering("bitCast", how="view", method="run_bit_cast",
+         summary="the operand's bytes under another data type and shape: no launch")
 lowering("transpose", how="kernel region", method="run_transpose",
          summary="used only by `dot`: read transposed (a cuBLAS flag), no launch; else a "
          "region")
@@ -81,7 +83,7 @@ def how_opcode_runs(opcode: str) -> str:
 
     if opcode == "builtin":
         return "kernel region (a function with a scalar rule), else host"
-    if opcode in ("reduce", "reduceWindow"):
+    if opcode in ("reduce", "reduceWindow", "scan"):
         return "kernel region (a built-in combinator), else host"
     if opcode == "convolve":
         return "kernel region (floats: a thread per output element), else host"

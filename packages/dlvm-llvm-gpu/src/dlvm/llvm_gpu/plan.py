@@ -364,6 +364,19 @@ class LaunchPlan(Interpreter):
             return DeviceArray(x.buffer, tuple(shape), x.dtype, x.offset + inst.lower * row)
         return x.reshape(tuple(shape))
 
+    def run_bit_cast(self, inst: Instruction, frame: Frame) -> Any:
+        """The same bytes as another data type (and shape): a view."""
+        x = frame.get(inst.x)
+        t = self.module.resolve(inst.type)
+        if not isinstance(x, DeviceArray) or not isinstance(t, TensorType):
+            return self.run_host(inst, frame)
+        dtype = np.dtype(numpy_dtype(t.dtype))
+        count, rest = divmod(x.nbytes, dtype.itemsize)
+        shape = None if rest else view_shape(list(t.shape), count)
+        if shape is None:
+            return self.run_host(inst, frame)  # the interpreter reports the problem
+        return DeviceArray(x.buffer, tuple(shape), dtype, x.offset)
+
     # ------------------------------------------------------------ transposes into dot
 
     def only_multiplied(self, inst: Instruction) -> bool:
