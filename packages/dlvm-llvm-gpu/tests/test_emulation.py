@@ -240,7 +240,7 @@ def layout_programs(draw: st.DrawFn) -> str:
             f"[gradient @f wrt 0]\nfunc @df: ({x}) -> ({x})\n")
 
 
-@settings(max_examples=15, deadline=None,
+@settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=layout_programs(), seed=st.integers(0, 1000))
 def test_random_layout_programs_and_their_gradients(text: str, seed: int) -> None:
@@ -301,7 +301,7 @@ def conv_agree(c: Any, got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...]
     np.testing.assert_allclose(g, w, rtol=eps, atol=eps * np.abs(w).max(), err_msg=c.name)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(CONV.geometries())
 def test_random_convolutions_agree_with_the_interpreter(drawn: Any) -> None:
     c, seed = drawn
@@ -386,7 +386,7 @@ def test_rows_extracted_from_a_device_tensor_are_views() -> None:
         assert str(got.value) == str(want.value)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), data=st.data(),
        combinator=st.sampled_from(["add", "multiply", "max", "min"]),
        dtype=st.sampled_from(["f32", "f64", "i32"]))
