@@ -118,7 +118,7 @@ def test_replays_and_their_cuda_graph_compute_what_the_walk_did() -> None:
             np.testing.assert_allclose(np.asarray(g), w, rtol=2e-4, atol=2e-5)
     stats = gpu.plan.stats
     assert stats["walks"] == 1 and stats["replays"] == 5, stats
-    (replay,) = gpu.plan.replays["dloss"].values()
+    (replay,) = gpu.plan.replays_of("dloss")
     assert replay is not None and replay.graph is not None, replay and replay.no_graph
 
 

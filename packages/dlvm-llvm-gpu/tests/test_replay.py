@@ -202,7 +202,7 @@ func @double: (<_ x f32>) -> <_ x f32> {
         x = np.arange(n, dtype=np.float32)
         for _ in range(2):
             np.testing.assert_array_equal(exe.call("double", x)[0], 2 * x)
-    assert len(exe.plan.replays["double"]) == MAX_SIGNATURES
+    assert len(exe.plan.replays_of("double")) == MAX_SIGNATURES
     assert exe.plan.stats["replays"] == MAX_SIGNATURES
 
 
@@ -242,7 +242,7 @@ def test_a_long_launch_list_is_captured_as_a_graph_over_copies_of_its_data() -> 
         x, y = (rng.standard_normal((3, 4)).astype(np.float32) for _ in range(2))
         got = exe.call_device("chain", exe.device.upload(x), exe.device.upload(y))
         kept.append((got, oracle.call("chain", x, y)))
-    replay = exe.plan.replays["chain"][next(iter(exe.plan.replays["chain"]))]
+    (replay,) = exe.plan.replays_of("chain")
     assert replay is not None and replay.graph is not None and replay.runs == 5
     # every call's results are still its own, also those the graph computed
     for k, ((h, d), want) in enumerate(kept):
@@ -255,3 +255,42 @@ def test_replay_can_be_turned_off() -> None:
     for _ in range(3):
         exe.call("chain", x, x)
     assert exe.plan.stats["walks"] == 3 and exe.plan.stats["replays"] == 0
+
+
+SCALED = """
+func @sgd: (<5 x f32>, <5 x f32>, f32) -> <5 x f32> {
+'entry(%w: <5 x f32>, %g: <5 x f32>, %lr: f32):
+    %step = multiply %g: <5 x f32>, %lr: f32
+    %new = subtract %w: <5 x f32>, %step: <5 x f32>
+    return %new: <5 x f32>
+}
+
+func @clipped: (<5 x f32>, f32) -> <5 x f32> {
+'entry(%x: <5 x f32>, %limit: f32):
+    %big = greaterThan %limit: f32, 1.0: f32
+    conditional %big: bool then 'keep() else 'scale()
+'keep():
+    return %x: <5 x f32>
+'scale():
+    %y = multiply %x: <5 x f32>, %limit: f32
+    return %y: <5 x f32>
+}
+"""
+
+
+def test_a_scalar_that_only_kernels_read_is_patched_not_keyed() -> None:
+    """A learning rate that changes on every call: one walk, then replays with each call's
+    value in the kernels' parameters; a scalar that decides a branch keys its replays."""
+    module = ir.parse(SCALED)
+    oracle, exe = ir.compile(module, "interp"), emulated(module, passes="")
+    rng = np.random.default_rng(7)
+    w, g = (rng.standard_normal(5).astype(np.float32) for _ in range(2))
+    for lr in (0.1, 0.05, 0.025, 0.0125, 0.2):
+        assert_agree(exe.call("sgd", w, g, np.float32(lr)),
+                     oracle.call("sgd", w, g, np.float32(lr)), str(lr))
+    assert exe.plan.stats["walks"] == 1 and exe.plan.stats["replays"] == 4
+    for limit in (0.5, 2.0, 0.25, 3.0, 0.5):
+        assert_agree(exe.call("clipped", w, np.float32(limit)),
+                     oracle.call("clipped", w, np.float32(limit)), str(limit))
+    # each limit walked once (its value decided the branch), then 0.5 replayed
+    assert exe.plan.stats["walks"] == 1 + 4 and exe.plan.stats["replays"] == 4 + 1

@@ -31,6 +31,8 @@ class KernelArg:
 
     ctype: type  # ctypes.c_void_p for addresses, c_int64 / c_float / … for scalars
     value: int | float
+    source: int = -1  # for a scalar: the call's argument it is (when recording), else -1
+    dtype: str = ""  # for a scalar: its data type (numpy's name)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,9 +62,12 @@ from .replay import (
     NotReplayable,
     Recorder,
     Replay,
+    TracedScalar,
     device_arrays,
     result_template,
+    scalar_bits,
     signature,
+    split_scalars,
 )
 
 
@@ -187,7 +190,7 @@ class LaunchPlan(Interpreter):
         self.stats = {"launches": 0, "regions compiled": 0, "host instructions": 0,
                       "downloads": 0, "gemm library calls": 0, "walks": 0, "replays": 0}
         # replays by function and signature (None: that signature walks); see replay.py
-        self.replays: dict[str, dict[tuple[Any, ...], Replay | None]] = {}
+        self.replays: dict[str, dict[tuple[Any, ...], Signature]] = {}
         self.recorder: Recorder | None = None
         self.replay_enabled = replay
 
@@ -202,44 +205,59 @@ class LaunchPlan(Interpreter):
         if key is None:
             self.stats["walks"] += 1
             return super().call(name, args)
-        known = self.replays.setdefault(name, {})
-        replay = known.get(key, MISSING)
+        shapes, values = split_scalars(key)
+        entries = self.replays.setdefault(name, {})
+        entry = entries.get(shapes)
+        chosen = None if entry is None else tuple(values[k] for k in entry.keyed)
+        replay = MISSING if entry is None else entry.replays.get(chosen, MISSING)
         if isinstance(replay, Replay):
             coerced = [a if type(a) is DeviceArray else self.coerce(a, t, i)
                        for i, (a, t) in enumerate(zip(args, fn.type_.arguments, strict=True))]
             self.stats["replays"] += 1
             self.stats["launches"] += replay.launches
-            return replay.run(device_arrays(coerced, []))
+            return replay.run(device_arrays(coerced, []), coerced)
         self.stats["walks"] += 1
-        if replay is None or len(known) >= MAX_SIGNATURES:
+        if replay is None or sum(len(e.replays) for e in entries.values()) >= MAX_SIGNATURES:
             return super().call(name, args)
-        return self.record(fn, key, args)
+        return self.record(fn, shapes, values, args)
 
-    def record(self, fn: Function, key: tuple[Any, ...], args: list[Any]) -> Any:
-        """Walk `fn` through a `Recorder`; keep the recording as the signature's replay when
-        the walk depended on nothing but the signature."""
+    def replays_of(self, name: str) -> list[Replay | None]:
+        """Every recording of function `name` (None: a signature that walks)."""
+        return [r for entry in self.replays.get(name, {}).values()
+                for r in entry.replays.values()]
+
+    def record(self, fn: Function, shapes: tuple[Any, ...], values: tuple[Any, ...],
+               args: list[Any]) -> Any:
+        """Walk `fn` through a `Recorder`; keep the recording as the replay of its signature
+        when the walk depended on nothing else (of the scalar arguments, only on the values
+        of those it used on the host)."""
         assert fn.name is not None
         coerced = [self.coerce(a, t, i) for i, (a, t) in enumerate(
             zip(args, fn.type_.arguments, strict=True))]
         device, rng = self.device, self.rng
         recorder = Recorder(device, device_arrays(coerced, []),
                             [d for _, d in self.uploads.values()])
+        traced = recorder.trace(coerced)
         self.device, self.recorder, self.rng = recorder, recorder, WatchedRNG(rng, recorder)
         device.recorder = recorder
         try:
-            value = self.invoke(fn, coerced)
+            value = self.invoke(fn, traced)
         finally:
             self.device, self.recorder, self.rng = device, None, rng
             device.recorder = None
-        known = self.replays[fn.name]
+        entries = self.replays[fn.name]
+        entry = entries.setdefault(shapes, Signature(frozenset(recorder.keyed)))
+        chosen = tuple(values[k] for k in entry.keyed)
         try:
             if recorder.invalid:
                 raise NotReplayable(recorder.invalid)
-            known[key] = Replay(device, recorder, result_template(value, recorder))
+            if recorder.keyed != entry.keyed:  # this walk used other scalars on the host
+                raise NotReplayable("its scalar arguments decide different things per call")
+            entry.replays[chosen] = Replay(device, recorder, result_template(value, recorder))
         except NotReplayable as e:
-            known[key] = None
+            entry.replays[chosen] = None
             self.not_replayed[fn.name] = str(e)
-        return value
+        return untraced(value)
 
     # ------------------------------------------------------------ dispatch
 
@@ -544,9 +562,13 @@ class LaunchPlan(Interpreter):
         keep: list[DeviceArray] = []
         for x, by_value, v in zip(values, code.by_value, code.inputs, strict=True):
             if by_value:
-                a = np.asarray(x, numpy_dtype(code.types[v].dtype))
-                value = int(a.view(np.uint16)) if a.dtype == np.float16 else a.item()
-                args.append(KernelArg(c_type(a.dtype), value))
+                dtype = np.dtype(numpy_dtype(code.types[v].dtype))
+                source = -1 if self.recorder is None else self.recorder.scalar_index(x)
+                if isinstance(x, TracedScalar):
+                    if source < 0:
+                        x.used()  # not the argument itself: its value is baked in
+                    x = x.plain()
+                args.append(KernelArg(c_type(dtype), scalar_bits(x, dtype), source, dtype.name))
             else:
                 d = self.device_value(x)
                 keep.append(d)  # an upload lives until its launches are issued
@@ -652,6 +674,24 @@ class LaunchPlan(Interpreter):
 
 
 MISSING = object()
+
+
+@dataclass
+class Signature:
+    """The replays of one signature (shapes and data types): by the values of the scalar
+    arguments the first walk used on the host (`keyed`); the others are patched per call."""
+
+    keyed: frozenset[int]
+    replays: dict[tuple[Any, ...], Replay | None] = field(default_factory=dict)
+
+
+def untraced(value: Any) -> Any:
+    """A recorded call's result without `TracedScalar`s (an argument returned as it is)."""
+    if isinstance(value, TracedScalar):
+        return value.plain()
+    if isinstance(value, tuple):
+        return tuple(untraced(v) for v in value)
+    return value
 
 
 class WatchedRNG:

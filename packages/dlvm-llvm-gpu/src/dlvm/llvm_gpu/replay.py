@@ -61,6 +61,79 @@ def signature(args: Sequence[Any]) -> tuple[Any, ...] | None:
     return tuple(out)
 
 
+def split_scalars(key: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """A signature without the values of its top-level scalar arguments (their kinds kept),
+    and those values: a replay that only passes a scalar to kernels serves every value."""
+    shapes, values = [], []
+    for part in key:
+        if isinstance(part, tuple) and len(part) == 3 and part[0] in ("0", "g"):
+            shapes.append((part[0], part[1]))
+            values.append(part[2])
+        elif isinstance(part, tuple) and len(part) == 2 and part[0] in (bool, int, float):
+            shapes.append((part[0],))
+            values.append(part[1])
+        else:
+            shapes.append(part)
+            values.append(None)
+    return tuple(shapes), tuple(values)
+
+
+class TracedScalar(np.ndarray):
+    """A host scalar argument of the call being recorded. Passed to kernels (by identity:
+    the plan asks `Recorder.scalar_index`), the replay patches it with each call's value;
+    any other use of its value — arithmetic, a branch, a trip count, a result — makes the
+    recording valid for that value only (`Recorder.keyed`)."""
+
+    index: int
+    recorder: Recorder
+
+    def __array_finalize__(self, obj: Any) -> None:
+        # a view numpy makes of it (a reshape, an index) stands for the same argument
+        self.index = getattr(obj, "index", -1)
+        self.recorder = getattr(obj, "recorder", None)  # type: ignore[assignment]
+
+    def used(self) -> None:
+        if self.recorder is not None:
+            self.recorder.keyed.add(self.index)
+
+    def plain(self) -> np.ndarray:
+        return self.view(np.ndarray)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        self.used()
+        inputs = tuple(x.plain() if isinstance(x, TracedScalar) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        if func not in SHAPE_FUNCTIONS:
+            self.used()
+        args = tuple(x.plain() if isinstance(x, TracedScalar) else x for x in args)
+        return func(*args, **kwargs)
+
+    def __bool__(self) -> bool:
+        self.used()
+        return bool(self.plain())
+
+    def __int__(self) -> int:
+        self.used()
+        return int(self.plain())
+
+    def __float__(self) -> float:
+        self.used()
+        return float(self.plain())
+
+    def __index__(self) -> int:
+        self.used()
+        return int(self.plain())
+
+    def item(self, *args: Any) -> Any:
+        self.used()
+        return self.plain().item(*args)
+
+
+SHAPE_FUNCTIONS = frozenset({np.ndim, np.shape, np.size})  # read no value
+
+
 def _sign(args: Sequence[Any], out: list[Any], buffers: list[int]) -> bool:
     for a in args:
         t = type(a)
@@ -133,9 +206,28 @@ class Recorder(Device):
         self.spans: list[tuple[int, int, int]] = []
         self.held: list[Buffer] = []
         self.invalid = ""
+        self.scalars: dict[int, TracedScalar] = {}  # top-level scalar arguments, by position
+        self.keyed: set[int] = set()  # those whose value the walk used on the host
         self.inputs = [self.add(a.ptr, a.nbytes, Slot("input", a.nbytes)) for a in inputs]
         for c in constants:
             self.add_constant(c)
+
+    def trace(self, coerced: list[Any]) -> list[Any]:
+        """`coerced` with each top-level host scalar replaced by its `TracedScalar`."""
+        out = []
+        for k, a in enumerate(coerced):
+            if type(a) is np.ndarray and a.ndim == 0:
+                traced = a.view(TracedScalar)
+                traced.index, traced.recorder = k, self
+                self.scalars[k] = traced
+                a = traced
+            out.append(a)
+        return out
+
+    def scalar_index(self, x: Any) -> int:
+        """The argument position of `x` if it is a traced scalar argument itself, else -1."""
+        k = getattr(x, "index", -1) if type(x) is TracedScalar else -1
+        return k if self.scalars.get(k) is x else -1
 
     def add(self, ptr: int, nbytes: int, slot: Slot) -> int:
         index = len(self.slots)
@@ -222,8 +314,8 @@ class Recorder(Device):
 
     def launch(self, kernel: Any, grid: int, block: int, shared: int,
                args: list[KernelArg]) -> None:
-        specs = [(a.ctype, self.ref(int(a.value))) if a.ctype is _POINTER else (a.ctype, a.value)
-                 for a in args]
+        specs = [(a.ctype, self.ref(int(a.value))) if a.ctype is _POINTER else
+                 (a.ctype, (a.value, a.source, a.dtype)) for a in args]
         self.record("launch", kernel, grid, block, shared, specs)
         self.inner.launch(kernel, grid, block, shared, args)
 
@@ -270,6 +362,9 @@ def result_template(value: Any, recorder: Recorder) -> Result:
         return Result("array", ref, value.shape, value.dtype)
     if isinstance(value, tuple):
         return Result("tuple", elements=[result_template(v, recorder) for v in value])
+    if isinstance(value, TracedScalar):
+        value.used()  # its value is the result: valid for that value only
+        return Result("host", value=np.array(value.plain()))
     if isinstance(value, np.ndarray | np.generic) and value.dtype.kind in "biuf":
         return Result("host", value=np.array(value))  # computed on the host from the signature
     if isinstance(value, bool | int | float) or value is None:
@@ -314,6 +409,7 @@ class Replay:
             self.addresses[k] = self.arena.ptr + off
         dynamic = {k for k, s in enumerate(slots) if s.kind == "input"} | fresh
         self.patches: list[tuple[Any, int, int]] = []  # (cell, slot, offset)
+        self.scalar_patches: list[tuple[Any, int, np.dtype[Any]]] = []  # (cell, arg, dtype)
         self.prepared: list[PreparedLaunch] = []
         self.steps: list[Callable[[], Any]] = []
         self.checks: list[tuple[int, Callable[[int], Exception]]] = []
@@ -333,13 +429,15 @@ class Replay:
         device, at = self.device, self.address
         if op.kind == "launch":
             kernel, grid, block, shared, specs = op.args
-            args = [KernelArg(ctype, at(v) if ctype is _POINTER else v)
+            args = [KernelArg(ctype, at(v) if ctype is _POINTER else v[0])
                     for ctype, v in specs]
             prepared = device.prepare_launch(kernel, grid, block, shared, args)
             self.prepared.append(prepared)  # its cells live in its storage
             for cell, (ctype, v) in zip(prepared.cells, specs, strict=True):
                 if ctype is _POINTER and v is not None and v[0] in dynamic:
                     self.patches.append((cell, v[0], v[1]))
+                elif ctype is not _POINTER and v[1] >= 0:  # a scalar argument, by value
+                    self.scalar_patches.append((cell, v[1], np.dtype(v[2])))
             self.launches += 1
             return [prepared.run]
         if op.kind == "gemm":
@@ -357,13 +455,15 @@ class Replay:
         self.checks.append((ref[0], on_error))
         return []
 
-    def run(self, inputs: list[DeviceArray]) -> Any:
+    def run(self, inputs: list[DeviceArray], arguments: list[Any]) -> Any:
         """The call's result, for `inputs` (the device arrays of its arguments, in the
-        recording's order)."""
+        recording's order) and its coerced `arguments` (for the scalars kernels take)."""
         device = self.device
         device.make_current()
         if self.graph is not None:
             return self.run_graph(inputs)
+        for cell, k, dtype in self.scalar_patches:
+            cell.value = scalar_bits(arguments[k], dtype)
         addresses = self.addresses
         for slot, a in zip(self.inputs, inputs, strict=True):
             addresses[slot] = a.ptr
@@ -377,7 +477,7 @@ class Replay:
         for slot, on_error in self.checks:
             device.defer_check(buffers[slot], on_error)
         self.runs += 1
-        if self.runs == GRAPH_AFTER and not self.checks and \
+        if self.runs == GRAPH_AFTER and not self.checks and not self.scalar_patches and \
                 len(self.steps) > len(self.inputs) + len(self.fresh) + 1:
             self.capture(inputs)  # when one graph launch saves more than the copies cost
         return self.build(self.template, buffers, inputs)
@@ -442,6 +542,12 @@ class Replay:
         if t.kind == "tuple":
             return tuple(self.build(e, buffers, inputs) for e in t.elements)
         return np.array(t.value) if isinstance(t.value, np.ndarray) else t.value
+
+
+def scalar_bits(x: Any, dtype: np.dtype[Any]) -> int | float:
+    """A scalar argument as a kernel parameter of `dtype` (float16 as its bits)."""
+    a = np.asarray(x, dtype)
+    return int(a.view(np.uint16)) if dtype == np.float16 else a.item()
 
 
 def plan_arena(slots: list[Slot], fresh: set[int], count: int) -> tuple[dict[int, int], int]:
