@@ -294,3 +294,34 @@ def test_a_scalar_that_only_kernels_read_is_patched_not_keyed() -> None:
                      oracle.call("clipped", w, np.float32(limit)), str(limit))
     # each limit walked once (its value decided the branch), then 0.5 replayed
     assert exe.plan.stats["walks"] == 1 + 4 and exe.plan.stats["replays"] == 4 + 1
+
+
+SCALED_CHAIN = """
+func @step: (<3 x 4 x f32>, <3 x 4 x f32>, f32) -> <3 x 4 x f32> {
+'entry(%w: <3 x 4 x f32>, %g: <3 x 4 x f32>, %lr: f32):
+    %a = tanh %g: <3 x 4 x f32>
+    %b = multiply %a: <3 x 4 x f32>, %lr: f32
+    %c = exp %b: <3 x 4 x f32>
+    %d = subtract %c: <3 x 4 x f32>, %a: <3 x 4 x f32>
+    %e = sin %d: <3 x 4 x f32>
+    %f = multiply %e: <3 x 4 x f32>, %lr: f32
+    %out = subtract %w: <3 x 4 x f32>, %f: <3 x 4 x f32>
+    return %out: <3 x 4 x f32>
+}
+"""
+
+
+def test_the_graph_holds_the_scalars_it_was_captured_with() -> None:
+    """Captured with one learning rate, the graph serves calls with that one; a call with
+    another replays launch by launch, and the graph is right again after it."""
+    module = ir.parse(SCALED_CHAIN)
+    oracle, exe = ir.compile(module, "interp"), emulated(module, passes="")
+    rng = np.random.default_rng(8)
+    for lr in (0.5, 0.5, 0.5, 0.5, 0.1, 0.5, 0.2, 0.2, 0.5):
+        w, g = (rng.standard_normal((3, 4)).astype(np.float32) for _ in range(2))
+        got = exe.call_device("step", exe.device.upload(w), exe.device.upload(g),
+                              np.float32(lr))
+        assert_agree((got.numpy(),), oracle.call("step", w, g, np.float32(lr)), str(lr))
+    (replay,) = exe.plan.replays_of("step")
+    assert replay is not None and replay.graph is not None
+    assert exe.plan.stats["walks"] == 1 and exe.plan.stats["replays"] == 8

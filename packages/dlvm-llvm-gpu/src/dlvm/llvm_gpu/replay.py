@@ -420,6 +420,8 @@ class Replay:
         self.graph: Any = None  # the launch list captured, after GRAPH_AFTER runs
         self.no_graph = ""  # why the device refused to capture it
         self.static_inputs: list[tuple[Buffer, int]] = []  # with the bytes to copy in
+        self.graph_scalars: tuple[int | float, ...] = ()  # the scalar arguments it holds
+        self.cells_moved = False  # the launch cells point elsewhere than when captured
         self.static_fresh: dict[int, Buffer] = {}
 
     def address(self, ref: Ref | None) -> int:
@@ -460,10 +462,12 @@ class Replay:
         recording's order) and its coerced `arguments` (for the scalars kernels take)."""
         device = self.device
         device.make_current()
-        if self.graph is not None:
+        scalars = self.scalar_values(arguments)
+        if self.graph is not None and scalars == self.graph_scalars:
             return self.run_graph(inputs)
-        for cell, k, dtype in self.scalar_patches:
-            cell.value = scalar_bits(arguments[k], dtype)
+        for (cell, _, _), value in zip(self.scalar_patches, scalars, strict=True):
+            cell.value = value
+        self.cells_moved = self.graph is not None  # off the graph's static buffers
         addresses = self.addresses
         for slot, a in zip(self.inputs, inputs, strict=True):
             addresses[slot] = a.ptr
@@ -477,9 +481,9 @@ class Replay:
         for slot, on_error in self.checks:
             device.defer_check(buffers[slot], on_error)
         self.runs += 1
-        if self.runs == GRAPH_AFTER and not self.checks and not self.scalar_patches and \
+        if self.runs == GRAPH_AFTER and not self.checks and \
                 len(self.steps) > len(self.inputs) + len(self.fresh) + 1:
-            self.capture(inputs)  # when one graph launch saves more than the copies cost
+            self.capture(inputs, scalars)  # when one launch saves more than the copies cost
         return self.build(self.template, buffers, inputs)
 
     def patch(self) -> None:
@@ -487,18 +491,18 @@ class Replay:
         for cell, slot, offset in self.patches:
             cell.value = addresses[slot] + offset
 
-    def capture(self, inputs: list[DeviceArray]) -> None:
+    def scalar_values(self, arguments: list[Any]) -> tuple[int | float, ...]:
+        return tuple(scalar_bits(arguments[k], dtype) for _, k, dtype in self.scalar_patches)
+
+    def capture(self, inputs: list[DeviceArray], scalars: tuple[int | float, ...]) -> None:
         """Capture the launch list as a graph over buffers of its own for the inputs and
-        results (a replay with error words keeps issuing launch by launch: each call's
-        word must be read before the next call's launches reuse it)."""
+        results, with the scalar arguments of this call (a call with other scalars replays
+        launch by launch; so does a replay with error words: each call's word must be read
+        before the next call's launches reuse it)."""
         device = self.device
-        statics = [device.allocate(a.nbytes) for a in inputs]
-        fresh = {slot: device.allocate(nbytes) for slot, nbytes in self.fresh}
-        for slot, buffer in zip(self.inputs, statics, strict=True):
-            self.addresses[slot] = buffer.ptr
-        for slot, buffer in fresh.items():
-            self.addresses[slot] = buffer.ptr
-        self.patch()
+        self.static_inputs = [(device.allocate(a.nbytes), a.nbytes) for a in inputs]
+        self.static_fresh = {slot: device.allocate(nbytes) for slot, nbytes in self.fresh}
+        self.point_at_statics()
         steps = self.steps
 
         def issue() -> None:
@@ -510,11 +514,25 @@ class Replay:
         except Exception as e:  # a refused capture leaves the launch-by-launch replay
             self.graph, self.no_graph = None, f"{type(e).__name__}: {e}"
         if self.graph is not None:
-            self.static_inputs = [(b, a.nbytes) for b, a in zip(statics, inputs, strict=True)]
-            self.static_fresh = fresh
+            self.graph_scalars = scalars
+        else:
+            self.static_inputs, self.static_fresh = [], {}
+
+    def point_at_statics(self) -> None:
+        for slot, (buffer, _) in zip(self.inputs, self.static_inputs, strict=True):
+            self.addresses[slot] = buffer.ptr
+        for slot, buffer in self.static_fresh.items():
+            self.addresses[slot] = buffer.ptr
+        self.patch()
 
     def run_graph(self, inputs: list[DeviceArray]) -> Any:
         device = self.device
+        if self.cells_moved:  # a call with other scalars patched them: as captured again
+            self.point_at_statics()
+            for (cell, _, _), value in zip(self.scalar_patches, self.graph_scalars,
+                                           strict=True):
+                cell.value = value
+            self.cells_moved = False
         for a, (static, nbytes) in zip(inputs, self.static_inputs, strict=True):
             ptr = a.ptr
             if ptr != static.ptr and nbytes:
