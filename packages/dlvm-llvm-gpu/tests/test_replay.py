@@ -325,3 +325,42 @@ def test_the_graph_holds_the_scalars_it_was_captured_with() -> None:
     (replay,) = exe.plan.replays_of("step")
     assert replay is not None and replay.graph is not None
     assert exe.plan.stats["walks"] == 1 and exe.plan.stats["replays"] == 8
+
+
+HOST_USES = """
+func @same: (f64) -> f64 {
+'entry(%x: f64):
+    return %x: f64
+}
+
+func @vector: (f32, <2 x f32>) -> <2 x f32> {
+'entry(%x: f32, %v: <2 x f32>):
+    %t = literal <%x: f32, 1.0: f32>: <2 x f32>
+    %y = multiply %t: <2 x f32>, %v: <2 x f32>
+    return %y: <2 x f32>
+}
+
+func @narrow: (f64, <3 x f32>) -> <3 x f32> {
+'entry(%x: f64, %v: <3 x f32>):
+    %h = dataTypeCast %x: f64 to f32
+    %y = add %v: <3 x f32>, %h: f32
+    return %y: <3 x f32>
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["same", "vector", "narrow"])
+def test_a_scalar_argument_read_on_the_host_keys_the_recording(name: str) -> None:
+    """Returned as it is, packed into a tensor literal, converted on the host: each reads
+    the scalar's value, so each value gets its own recording."""
+    module = ir.parse(HOST_USES)
+    oracle, exe = ir.compile(module, "interp"), emulated(module, passes="")
+    fn = module.function(name)
+    assert fn is not None
+    extra = [np.arange(1, 1 + (2 if name == "vector" else 3), dtype=np.float32)] \
+        if len(fn.type_.arguments) > 1 else []
+    scalar = np.float32 if name == "vector" else np.float64
+    for x in (0.5, 1.5, 0.5, -2.0):
+        args = [scalar(x), *extra]
+        assert_agree(exe.call(name, *args), oracle.call(name, *args), f"{name}({x})")
+    assert exe.plan.stats["replays"] == 1, exe.plan.stats  # only the repeated 0.5

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from dlvm.ir import Function, Instruction, LiteralValue, Module, Value
-from dlvm.ir.core import ScalarLiteral
+from dlvm.ir.core import AggregateLiteral, ScalarLiteral
 from dlvm.ir.instructions.tensor import is_reversal
 from dlvm.ir.interp import Frame, Interpreter
 from dlvm.ir.runtime import (
@@ -98,6 +98,7 @@ class HostFrame:
 
     def get(self, v: Value) -> Any:
         x = self.frame.get(v)
+        mark_used(x)  # a scalar argument's value read on the host keys its recording
         if contains_device(x):
             self.interp.stats["downloads"] += 1  # type: ignore[attr-defined]
             return to_host(x)
@@ -245,15 +246,21 @@ class LaunchPlan(Interpreter):
         finally:
             self.device, self.recorder, self.rng = device, None, rng
             device.recorder = None
+        try:  # first: a scalar argument returned as the result keys the recording too
+            template: Any = result_template(value, recorder)
+        except NotReplayable as e:
+            template = e
         entries = self.replays[fn.name]
         entry = entries.setdefault(shapes, Signature(frozenset(recorder.keyed)))
         chosen = tuple(values[k] for k in entry.keyed)
         try:
             if recorder.invalid:
                 raise NotReplayable(recorder.invalid)
+            if isinstance(template, NotReplayable):
+                raise template
             if recorder.keyed != entry.keyed:  # this walk used other scalars on the host
                 raise NotReplayable("its scalar arguments decide different things per call")
-            entry.replays[chosen] = Replay(device, recorder, result_template(value, recorder))
+            entry.replays[chosen] = Replay(device, recorder, template)
         except NotReplayable as e:
             entry.replays[chosen] = None
             self.not_replayed[fn.name] = str(e)
@@ -297,6 +304,14 @@ class LaunchPlan(Interpreter):
     def run_raw(self, inst: Instruction, frame: Frame) -> Any:
         return Interpreter.evaluate(self, inst, frame)
 
+    def literal(self, v: LiteralValue, frame: Frame) -> Any:
+        lit = v.literal
+        if self.recorder is not None and isinstance(lit, AggregateLiteral) and \
+                lit.kind != "tuple":  # a tensor, struct or enum of scalar arguments reads them
+            for e in lit.elements:
+                mark_used(frame.get(e))
+        return super().literal(v, frame)
+
     def run_pop(self, inst: Instruction, frame: Frame) -> Any:
         """`pop` keeps device arrays; their shapes are checked against the popped type as
         the interpreter checks a host array's, here rather than where the value ends up."""
@@ -321,6 +336,8 @@ class LaunchPlan(Interpreter):
         from dlvm.ir.instructions.aggregate import runtime_keys
 
         extract = inst.opcode == "extract"
+        if not extract:
+            mark_used(frame.get(inst.element))  # copied into the destination: its value
         x = frame.get(inst.value if extract else inst.destination)
         for key in runtime_keys(inst.keys, HostFrame(frame)):
             if isinstance(x, DeviceArray):
@@ -683,6 +700,15 @@ class Signature:
 
     keyed: frozenset[int]
     replays: dict[tuple[Any, ...], Replay | None] = field(default_factory=dict)
+
+
+def mark_used(x: Any) -> None:
+    """Key the recording on the scalar arguments in `x` (their values are read)."""
+    if isinstance(x, TracedScalar):
+        x.used()
+    elif isinstance(x, tuple | list):
+        for e in x:
+            mark_used(e)
 
 
 def untraced(value: Any) -> Any:

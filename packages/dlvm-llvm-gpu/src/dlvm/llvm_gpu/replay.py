@@ -107,8 +107,8 @@ class TracedScalar(np.ndarray):
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         if func not in SHAPE_FUNCTIONS:
             self.used()
-        args = tuple(x.plain() if isinstance(x, TracedScalar) else x for x in args)
-        return func(*args, **kwargs)
+        # numpy's own implementation (no second dispatch, also for one nested in a list)
+        return super().__array_function__(func, types, args, kwargs)
 
     def __bool__(self) -> bool:
         self.used()
