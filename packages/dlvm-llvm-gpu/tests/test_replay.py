@@ -364,3 +364,22 @@ def test_a_scalar_argument_read_on_the_host_keys_the_recording(name: str) -> Non
         args = [scalar(x), *extra]
         assert_agree(exe.call(name, *args), oracle.call(name, *args), f"{name}({x})")
     assert exe.plan.stats["replays"] == 1, exe.plan.stats  # only the repeated 0.5
+
+
+MASKED = """
+func @pick: (<3 x f32>, <3 x f32>, bool) -> <3 x f32> {
+'entry(%a: <3 x f32>, %b: <3 x f32>, %m: bool):
+    %y = select %a: <3 x f32>, %b: <3 x f32> by %m: bool
+    return %y: <3 x f32>
+}
+"""
+
+
+def test_a_boolean_argument_uploaded_to_a_kernel_keys_the_recording() -> None:
+    module = ir.parse(MASKED)
+    oracle, exe = ir.compile(module, "interp"), emulated(module, passes="")
+    a, b = np.zeros(3, np.float32), np.ones(3, np.float32)
+    for m in (True, False, True, False):
+        assert_agree(exe.call("pick", a, b, np.bool_(m)),
+                     oracle.call("pick", a, b, np.bool_(m)), str(m))
+    assert exe.plan.stats["replays"] == 2

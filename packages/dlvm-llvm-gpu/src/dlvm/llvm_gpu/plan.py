@@ -361,6 +361,7 @@ class LaunchPlan(Interpreter):
     def device_value(self, x: Any) -> DeviceArray:
         if isinstance(x, DeviceArray):
             return x
+        mark_used(x)  # a scalar argument uploaded: its value is in the recording
         a = np.asarray(x)
         if not a.flags.writeable:  # a literal's cached array: upload it once
             found = self.uploads.get(id(a))
