@@ -383,3 +383,39 @@ def test_a_boolean_argument_uploaded_to_a_kernel_keys_the_recording() -> None:
         assert_agree(exe.call("pick", a, b, np.bool_(m)),
                      oracle.call("pick", a, b, np.bool_(m)), str(m))
     assert exe.plan.stats["replays"] == 2
+
+
+class Foreign:
+    """An array of another framework: it speaks DLPack and is not numpy's."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __dlpack__(self, **kwargs: object) -> object:
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.array.__dlpack_device__()
+
+
+def test_foreign_arrays_where_the_device_computes_are_replayed_in_place() -> None:
+    """DLPack arrays of the device's kind (a torch CUDA tensor on a GPU; here, host memory
+    on the emulation) are imported before the signature is taken, so they replay too; two
+    arguments over the same memory are walked."""
+    module = ir.parse(MLP)
+    oracle, exe = ir.compile(module, "interp"), emulated(module, passes="")
+    rng = np.random.default_rng(9)
+    shapes = ((6, 5), (1, 5), (5, 3), (4, 6))
+    for _ in range(3):
+        host = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        assert_agree(exe.call("step", *[Foreign(a) for a in host]), oracle.call("step", *host),
+                     "step")
+    assert exe.plan.stats["walks"] == 1 and exe.plan.stats["replays"] == 2
+    same = np.ones((5, 5), np.float32)
+    twice = ir.parse(SCALED.replace("<5 x f32>", "<5 x 5 x f32>"))
+    exe2 = emulated(twice, passes="")
+    for _ in range(2):
+        got = exe2.call("sgd", Foreign(same), Foreign(same), np.float32(0.5))
+        np.testing.assert_array_equal(got[0], same - 0.5 * same)
+    assert exe2.plan.stats["replays"] == 0
+    assert "share memory" in exe2.plan.not_replayed["sgd"]

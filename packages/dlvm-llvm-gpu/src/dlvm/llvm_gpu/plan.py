@@ -201,6 +201,8 @@ class LaunchPlan(Interpreter):
         """A call from outside: the replay of an earlier call with the same signature when
         there is one, else a walk of the IR (recorded, when the signature is new)."""
         fn = self.module.function(name)
+        if self.replay_enabled:
+            args = [self.imported(a) for a in args]
         key = signature(args) if self.replay_enabled and fn is not None and \
             len(args) == len(fn.type_.arguments) else None
         if key is None:
@@ -221,6 +223,21 @@ class LaunchPlan(Interpreter):
         if replay is None or sum(len(e.replays) for e in entries.values()) >= MAX_SIGNATURES:
             return super().call(name, args)
         return self.record(fn, shapes, values, args)
+
+    def imported(self, a: Any) -> Any:
+        """A foreign array that lives where this device computes (a torch or CuPy CUDA
+        tensor) as a `DeviceArray` over its memory, so that its call has a signature;
+        anything else as it is (`coerce` uploads host data, or reports the problem)."""
+        if type(a) is np.ndarray or type(a) is DeviceArray or isinstance(a, np.generic) or \
+                not hasattr(a, "__dlpack__"):
+            return a
+        from .dlpack import import_array
+
+        try:
+            found = import_array(a, self.device)
+        except GPUError:
+            return a
+        return a if found is None else found
 
     def replays_of(self, name: str) -> list[Replay | None]:
         """Every recording of function `name` (None: a signature that walks)."""

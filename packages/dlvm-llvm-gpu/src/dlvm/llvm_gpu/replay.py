@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -209,6 +210,9 @@ class Recorder(Device):
         self.scalars: dict[int, TracedScalar] = {}  # top-level scalar arguments, by position
         self.keyed: set[int] = set()  # those whose value the walk used on the host
         self.inputs = [self.add(a.ptr, a.nbytes, Slot("input", a.nbytes)) for a in inputs]
+        spans = sorted((a.ptr, a.ptr + a.nbytes) for a in inputs if a.nbytes)
+        if any(start < end for (_, end), (start, _) in itertools.pairwise(spans)):
+            self.fail("two of its arguments share memory")  # addresses would be ambiguous
         for c in constants:
             self.add_constant(c)
 
