@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 
 import dlvm.ir as ir
+import dlvm.llvm as dlvm_llvm
+from dlvm.llvm.runtime import blas, threads
 
 F32 = np.float32
 TARGETS = {"mlp_train": 0.8, "mlp_infer": 0.75, "ew_forward": 0.8, "ew_gradient": 0.8,
@@ -813,8 +815,6 @@ def bench_threads(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The MLP training step at each thread budget, under both GEMM strategies, idle and
     with one busy process beside. Measurements of one table are interleaved (round-robin,
     best of `rounds` medians), so that drift of a shared machine hits every cell alike."""
-    import dlvm.llvm as dlvm_llvm
-    from dlvm.llvm.runtime import blas, threads
 
     rng = np.random.default_rng(0)
     p = mlp_params(rng)
@@ -847,8 +847,6 @@ def bench_threads(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def print_threads(results: list[dict[str, Any]]) -> None:
     counts = sorted({r["threads"] for r in results})
-    from dlvm.llvm.runtime import threads
-
     cores = threads.usable_cpus()
     print(f"\nmlp_train by thread budget ({cores} cores; more threads than cores is "
           "oversubscribed), best of 3 interleaved medians:")
@@ -883,7 +881,6 @@ def main() -> None:
     parser.add_argument("--json", default="")
     parser.add_argument("--only", default="")
     args = parser.parse_args()
-    import dlvm.llvm as dlvm_llvm
 
     args.threads = args.threads or dlvm_llvm.get_num_threads()
     dlvm_llvm.set_num_threads(args.threads)

@@ -236,6 +236,7 @@ class Echo:
         return out, time.perf_counter() - began
 
     def threads(self) -> dict[str, Any]:
+        # imported in the Ray worker that runs this actor, not where the benchmark starts
         from dlvm.llvm.runtime import blas
         from dlvm.llvm.target import default_threads
 

@@ -25,6 +25,7 @@ from dlvm.ir.testing import (
     random_argument,
 )
 from dlvm.llvm_gpu import DeviceArray
+from dlvm.llvm_gpu.kernels import SCAN_MAX
 from dlvm.llvm_gpu.target import NVPTXExecutable
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -419,8 +420,6 @@ def test_scans_are_the_interpreters_bit_for_bit(shape: list[int], data: st.DataO
 def test_a_long_scan_and_a_bit_cast() -> None:
     """Past SCAN_MAX elements per line a scan runs on the host (a thread's work grows as
     the square of its line); a bit cast is a view of the same bytes."""
-    from dlvm.llvm_gpu.kernels import SCAN_MAX
-
     n = SCAN_MAX + 1
     text = (f"func @s: (<{n} x f32>) -> <{n} x f32> {{\n'entry(%x: <{n} x f32>):\n"
             f"    %y = scan %x: <{n} x f32> by add along 0\n    return %y: <{n} x f32>\n}}\n"

@@ -13,7 +13,7 @@ import pytest
 import dlvm.ir as ir
 from dlvm.ir.testing import assert_agree
 from dlvm.llvm_gpu import DeviceArray
-from dlvm.llvm_gpu.replay import MAX_SIGNATURES, plan_arena, signature
+from dlvm.llvm_gpu.replay import MAX_SIGNATURES, Slot, plan_arena, signature
 from dlvm.llvm_gpu.target import NVPTXExecutable
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -207,8 +207,6 @@ func @double: (<_ x f32>) -> <_ x f32> {
 
 
 def test_the_arena_reuses_what_died() -> None:
-    from dlvm.llvm_gpu.replay import Slot
-
     # three 1 KiB intermediates in a chain: the first is dead when the third is born
     slots = [Slot("alloc", 1024, born=0, last=1), Slot("alloc", 1024, born=1, last=2),
              Slot("alloc", 1024, born=2, last=3)]

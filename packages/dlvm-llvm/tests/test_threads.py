@@ -11,7 +11,7 @@ import pytest
 import dlvm.ir as ir
 import dlvm.llvm as dlvm_llvm
 from dlvm.llvm.runtime import cpus, threads
-from dlvm.llvm.target import LLVMCPUTarget
+from dlvm.llvm.target import LLVMCPUTarget, default_threads
 
 
 @pytest.fixture(autouse=True)
@@ -76,8 +76,6 @@ def test_the_target_option_is_checked_and_default_builds_for_the_cpus() -> None:
         LLVMCPUTarget(threads=-1)
     threads.set_num_threads(1)
     assert LLVMCPUTarget().threads == 0
-    from dlvm.llvm.target import default_threads
-
     assert default_threads() == threads.usable_cpus()  # room to raise the budget later
     threads.set_num_threads(threads.usable_cpus() + 3)
     assert default_threads() == threads.usable_cpus() + 3

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlvm.ir import Instruction
+from dlvm.ir.opdef import OPS
+from dlvm.llvm.codegen.scalar import SCALAR
 
 from .kernels import LAYOUT_RULES, is_kernel_instruction
 
@@ -78,9 +80,6 @@ def how_opcode_runs(opcode: str) -> str:
         return entry.how
     if opcode in LAYOUT_RULES:
         return "kernel region"
-    from dlvm.ir.opdef import OPS
-    from dlvm.llvm.codegen.scalar import SCALAR
-
     if opcode == "builtin":
         return "kernel region (a function with a scalar rule), else host"
     if opcode in ("reduce", "reduceWindow", "scan"):

@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from dlvm.ir import Function, Instruction, LiteralValue, Module, Value
+from dlvm.ir import Function, Instruction, LiteralValue, Module, TypeRuleError, Value
+from dlvm.ir.analysis.usedef import UseDefInfo
 from dlvm.ir.core import AggregateLiteral, ScalarLiteral
+from dlvm.ir.instructions.aggregate import runtime_keys
 from dlvm.ir.instructions.tensor import is_reversal
 from dlvm.ir.interp import Frame, Interpreter
 from dlvm.ir.runtime import (
@@ -46,6 +48,7 @@ from dlvm.llvm.codegen.specialize import Specializer
 
 from . import nvptx
 from .device import Device, DeviceArray, GPUError, KernelArg, c_type
+from .dlpack import import_array
 from .kernels import (
     LAYOUT_RULES,
     Flavour,
@@ -231,8 +234,6 @@ class LaunchPlan(Interpreter):
         if type(a) is np.ndarray or type(a) is DeviceArray or isinstance(a, np.generic) or \
                 not hasattr(a, "__dlpack__"):
             return a
-        from .dlpack import import_array
-
         try:
             found = import_array(a, self.device)
         except GPUError:
@@ -350,8 +351,6 @@ class LaunchPlan(Interpreter):
         """`extract`/`insert` on tuples, arrays and structs keep device arrays; `extract`
         of rows of a device tensor is a view of them (no launch, no copy); `insert` into a
         device tensor runs on the host."""
-        from dlvm.ir.instructions.aggregate import runtime_keys
-
         extract = inst.opcode == "extract"
         if not extract:
             mark_used(frame.get(inst.element))  # copied into the destination: its value
@@ -436,8 +435,6 @@ class LaunchPlan(Interpreter):
         """Whether a matrix `transpose` is used only as an operand of `dot`s (or not at
         all), which read it transposed (a BLAS flag, or the generated kernel's index order)
         instead of a copy."""
-        from dlvm.ir.analysis.usedef import UseDefInfo
-
         t = self.module.resolve(inst.type)
         fn = inst.block.function if inst.block is not None else None
         if not isinstance(t, TensorType) or t.rank != 2 or fn is None or \
@@ -482,8 +479,6 @@ class LaunchPlan(Interpreter):
                      ) -> dict[Value, TensorType] | None:
         """The concrete types of an instruction and its operands, or None when its type
         rule rejects them (the interpreter then reports the problem)."""
-        from dlvm.ir import TypeRuleError
-
         saved = [(v, v.type) for v in operands] + [(inst, inst.type)]
         types: dict[Value, TensorType] = {}
         try:
@@ -692,8 +687,6 @@ class LaunchPlan(Interpreter):
                     raise ExecutionError(f"argument {index}: a device array of {value.dtype} "
                                          f"where {t} is expected")
                 return value
-            from .dlpack import import_array
-
             if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
                 imported = import_array(value, self.device)
                 if imported is not None:
