@@ -5,11 +5,8 @@ half as many, oversubscribed counts (more threads than cores) included."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,17 +27,6 @@ BENCHMARK = Path(__file__).resolve().parents[3] / "benchmarks" / "llvm_cpu.py"
 
 def benchmark_module() -> Any:
     return module_from_path(BENCHMARK, "llvm_cpu_benchmark")
-
-
-@contextlib.contextmanager
-def busy_process() -> Iterator[None]:
-    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.3)
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def best_median(fn: Callable[[], Any], rounds: int = 5, per: int = 15) -> float:
@@ -74,7 +60,7 @@ def test_one_busy_process_beside_costs_at_most_half_again(mlp_step: Callable[[],
                                                           ) -> None:
     threads.set_num_threads(None)  # the default budget: every usable CPU
     idle = best_median(mlp_step)
-    with busy_process():
+    with benchmark_module().busy_process():
         loaded = best_median(mlp_step)
     assert loaded <= 1.5 * idle, f"idle {idle * 1e3:.2f} ms, loaded {loaded * 1e3:.2f} ms"
 

@@ -102,6 +102,19 @@ FIELDS = ["claim", "ticket", "generation", "finished", "task", "closure", "total
           "spin_ns", "gemm_split", "cores", "spinners", "ready"]
 
 
+def direct_unless(b: ll.IRBuilder, split: ll.Value, blas: ll.Function, fn: ll.Function
+                  ) -> None:
+    """Unless `split`, call the library with the wrapper's own arguments and return; the
+    builder continues where the product is split over the pool."""
+    direct = b.append_basic_block("direct")
+    parallel = b.append_basic_block("parallel")
+    b.cbranch(split, parallel, direct)
+    b.position_at_end(direct)
+    b.call(blas, list(fn.args))
+    b.ret_void()
+    b.position_at_end(parallel)
+
+
 def _field(b: ll.IRBuilder, state: ll.Value, name: str) -> ll.Value:
     return gep(b, I64, state, i64(FIELDS.index(name) * LINE))
 
@@ -513,13 +526,7 @@ class Pool:
         split = b.and_(split, b.icmp_signed(
             "!=", _load(b, self.f(b, "gemm_split"), "monotonic"), i64(0)))
         split = b.and_(split, b.icmp_signed("==", layout, i32(ROW_MAJOR)))  # the offsets
-        direct = b.append_basic_block("direct")
-        parallel = b.append_basic_block("parallel")
-        b.cbranch(split, parallel, direct)
-        b.position_at_end(direct)
-        b.call(blas, list(fn.args))
-        b.ret_void()
-        b.position_at_end(parallel)
+        direct_unless(b, split, blas, fn)
         closure = alloca(b, ll.ArrayType(I64, 15))
         split_n = b.icmp_signed(">=", n, m)
         values = [b.zext(layout, I64), b.zext(ta, I64), b.zext(tb, I64), m, n, k,
@@ -605,13 +612,7 @@ class Pool:
         split = b.and_(split, b.icmp_signed(">", incy, i64(0)))
         split = b.and_(split, b.icmp_unsigned("<", b.sub(trans, i32(NO_TRANS)), i32(3)))
         split = b.and_(split, b.icmp_signed(">", m, i64(0)))
-        direct = b.append_basic_block("direct")
-        parallel = b.append_basic_block("parallel")
-        b.cbranch(split, parallel, direct)
-        b.position_at_end(direct)
-        b.call(blas, list(fn.args))
-        b.ret_void()
-        b.position_at_end(parallel)
+        direct_unless(b, split, blas, fn)
         closure = alloca(b, ll.ArrayType(I64, 12))
         values = [b.zext(layout, I64), b.zext(trans, I64), m, n, to_i64(b, alpha),
                   b.ptrtoint(a, I64), lda, b.ptrtoint(x, I64), incx, to_i64(b, beta),
