@@ -402,10 +402,10 @@ class Replay:
                       if s.kind == "alloc" and (k in outputs or s.checked)]
         fresh = {k for k, _ in self.fresh}
         self.addresses = [0] * len(slots)
-        self.constants = [s.keep for s in slots if s.kind == "const"]
-        for k, s in enumerate(slots):
-            if s.kind == "const":
-                self.addresses[k] = s.keep.ptr
+        # the device arrays behind constant slots (kept alive; a result may be one)
+        self.constants = {k: s.keep for k, s in enumerate(slots) if s.kind == "const"}
+        for k, const in self.constants.items():
+            self.addresses[k] = const.ptr
         offsets, size = plan_arena(slots, fresh, len(recorder.ops))
         self.arena = device.allocate(size) if size else None
         for k, off in offsets.items():
@@ -558,7 +558,7 @@ class Replay:
                 if slot in self.inputs:  # an argument returned (or a view of one)
                     a = inputs[self.inputs.index(slot)]
                     return DeviceArray(a.buffer, t.shape, t.dtype, a.offset + offset)
-                const = next(c for c in self.constants if c.ptr == self.addresses[slot])
+                const = self.constants[slot]
                 return DeviceArray(const.buffer, t.shape, t.dtype, const.offset + offset)
             return DeviceArray(buffer, t.shape, t.dtype, offset)
         if t.kind == "tuple":
