@@ -10,7 +10,7 @@ import pytest
 import dlvm.ir as ir
 from dlvm.ir.opdef import OPS
 from dlvm.llvm_gpu import coverage
-from dlvm.llvm_gpu.lowering import LOWERINGS, lowering_of
+from dlvm.llvm_gpu.lowering import LOWERINGS, how_opcode_runs, lowering_of
 from dlvm.llvm_gpu.plan import LaunchPlan
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "target-coverage.md"
@@ -38,8 +38,8 @@ func @f: (<4 x f32>) -> <4 x f32> {
     fn = module.function("f")
     assert fn is not None
     y, r, _, ret = fn.entry.instructions
-    assert lowering_of(y).how == "kernel region" and lowering_of(r).how == "host"
-    assert lowering_of(ret).how == "walk"
+    assert lowering_of(y).how == "kernel region" and lowering_of(r).how == "kernel region"
+    assert lowering_of(ret).how == "walk" and how_opcode_runs("store") == "host"
 
 
 @pytest.mark.skipif(not DOC.exists(), reason="docs/ is not part of an installed package")

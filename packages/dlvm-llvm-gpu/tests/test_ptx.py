@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import dlvm.ir as ir
 from dlvm.ir.testing import corpus
 from dlvm.llvm_gpu import nvptx
 
@@ -278,3 +279,13 @@ def test_gpu_sums_of_narrow_floats_add_in_double_and_round_once(
         assert "st.global.b64" in ptx  # the partials keep their 64 bits
     if nvptx.ptxas_path() is not None:
         nvptx.ptxas_check(ptx, "sm_80")
+
+
+def test_random_rounds_each_float_step_as_numpy_does() -> None:
+    """The stream's multiply and add carry `.rn`, so `ptxas` does not fuse them into a
+    multiply-add (whose single rounding would draw other numbers than the CPU's)."""
+    text = ("func @f: (f32) -> <256 x f32> {\n'entry(%lo: f32):\n"
+            "    %r = random 256 from %lo: f32 upto 1.0: f32\n    return %r: <256 x f32>\n}\n")
+    ptx = str(ir.registry().make_target("nvptx", arch="sm_90").emit(ir.parse(text), "ptx"))
+    assert "mul.rn.f64" in ptx and "add.rn.f64" in ptx and "fma" not in ptx
+    assert "_advance" in ptx  # the one-thread kernel that moves the counter on

@@ -35,6 +35,7 @@ from .core import (
     Value,
 )
 from .diagnostics import DlvmError
+from .random_stream import CounterStream
 from .runtime import (
     EnumValue,
     ExecutionError,
@@ -106,7 +107,7 @@ class Interpreter:
                  timeout: float | None = None, *, observe: Observe | None = None) -> None:
         self.module = module
         self.observe = observe
-        self.rng = np.random.default_rng(seed)
+        self.rng = CounterStream(seed)  # what `random` draws from, the same on every target
         self.depth = 0
         self.max_steps = max_steps
         self.timeout = timeout

@@ -49,6 +49,7 @@ from dlvm.ir.interp import located
 from dlvm.ir.plugin import install_hint
 from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import DataType, TensorType
+from dlvm.llvm.codegen import random_stream
 from dlvm.llvm.codegen.layout import I1, I8, I32, I64, PTR, element_type, scalar_type
 from dlvm.llvm.codegen.mathlib import LIBM, OWN, MathLib
 from dlvm.llvm.codegen.regions import (
@@ -72,6 +73,9 @@ def is_kernel_instruction(inst: Instruction) -> bool:
     """Whether `inst` can be part of a GPU region."""
     if inst.opcode in LAYOUT_RULES:
         return True
+    if inst.opcode == "random":
+        t = inst.type
+        return isinstance(t, TensorType) and t.is_static and t.dtype.is_numeric
     if inst.opcode in WINDOW_RULES:
         return window_supported(inst)
     if inst.has_trait("reduction"):
@@ -97,6 +101,8 @@ def region_operands(inst: Instruction) -> list[Value]:
         return [inst.x, inst.init]
     if inst.opcode == "scan":
         return [inst.x]
+    if inst.opcode == "random":
+        return [inst.lower, inst.upper]
     return direct_operands(inst)
 
 
@@ -137,8 +143,10 @@ class RegionCode:
 
     Parameters, in order and shared by every kernel: the outputs' addresses, then each
     input (a tensor's address, or a scalar: its address, or its value when `by_value`),
-    the scratch memory for split reductions, and the error word (an i32 that a failing
-    element sets to the 1-based index of its entry in `sites`)."""
+    the scratch memory for split reductions, the error word (an i32 that a failing
+    element sets to the 1-based index of its entry in `sites`), and the random stream's
+    state (two u64: key and counter) that `random` draws from. A region that draws ends
+    with a one-thread kernel that advances the counter by `draws`."""
 
     module: ll.Module
     launches: list[Launch]
@@ -149,6 +157,7 @@ class RegionCode:
     scratch_bytes: int
     sites: list[tuple[Instruction, str]]
     kernel_names: list[str] = field(default_factory=list)
+    draws: int = 0
 
     def error(self, word: int) -> Exception:
         """The error an error word names: the failing instruction and what went wrong."""
@@ -385,6 +394,13 @@ class RegionBuilder:
         self.kernels: list[ll.Function] = []
         self.launches: list[Launch] = []
         self.scratch = 0
+        self.draws = 0
+        # where each `random` of the region starts in the elements the region draws
+        self.draw_starts: dict[Instruction, int] = {}
+        for inst in insts:
+            if inst.opcode == "random":
+                self.draw_starts[inst] = self.draws
+                self.draws += int(np.prod(shape_of(types[inst]), dtype=np.int64))
         self.check()
 
     def check(self) -> None:
@@ -412,11 +428,11 @@ class RegionBuilder:
         ps: list[ll.Type] = [PTR] * len(self.outputs)
         for v, by_value in zip(self.inputs, self.by_value, strict=True):
             ps.append(scalar_type(self.types[v].dtype) if by_value else PTR)
-        return [*ps, PTR, PTR]  # scratch, error word
+        return [*ps, PTR, PTR, PTR]  # scratch, error word, random state
 
     def new_kernel(self, suffix: str) -> tuple[ll.Function, ll.IRBuilder]:
         fn = self.flavour.kernel(self.module, f"{self.name}_{suffix}", self.param_types())
-        for k in range(len(self.outputs) + len(self.inputs) + 2):
+        for k in range(len(self.outputs) + len(self.inputs) + 3):
             if isinstance(fn.args[k].type, ll.PointerType):
                 fn.args[k].add_attribute("noalias")
         self.kernels.append(fn)
@@ -438,10 +454,25 @@ class RegionBuilder:
         for k, r in enumerate(reductions):
             assert isinstance(r, Instruction)
             self.reduction_kernels(f"red{k}", r)
+        if self.draws:
+            self.advance_kernel()
         self.flavour.finish(self.module, self.kernels)
         return RegionCode(self.module, self.launches, self.outputs, self.inputs,
                           self.by_value, self.types, self.scratch, self.sites,
-                          [f.name for f in self.kernels])
+                          [f.name for f in self.kernels], self.draws)
+
+    def advance_kernel(self) -> None:
+        """After the kernels that draw (the stream orders it), one thread moves the random
+        stream's counter past the elements they took."""
+        fn, b = self.new_kernel("advance")
+        tid, bid, _, _ = self.flavour.indices(b, fn)
+        first = b.icmp_unsigned("==", b.or_(tid, bid), ll.Constant(I64, 0))
+        with b.if_then(first):
+            state = fn.args[len(self.outputs) + len(self.inputs) + 2]
+            counter = b.gep(state, [ll.Constant(I64, 1)], source_etype=I64)
+            b.store(b.add(b.load(counter, typ=I64), ll.Constant(I64, self.draws)), counter)
+        b.ret_void()
+        self.launches.append(Launch(fn.name, 1, 1))
 
     def grid_for(self, n: int, per_block: int = BLOCK) -> Launch:
         if self.flavour.barriers:
@@ -712,6 +743,8 @@ class KernelContext:
         assert isinstance(v, Instruction) and v in region.members, v
         op = v.opcode
         shape = shape_of(region.types[v])
+        if op == "random":
+            return self.random_at(v, idx, shape)
         window = WINDOW_RULES.get(op)
         if window is not None:
             return window(self, v, idx)
@@ -725,6 +758,25 @@ class KernelContext:
         out = rule_of(v)(self.emitter, v, args)  # type: ignore[operator]
         self.raise_flags()  # here, where the condition is defined (maybe inside a fold)
         return out
+
+    def random_at(self, v: Instruction, idx: list[ll.Value], shape: tuple[int, ...]
+                  ) -> ll.Value:
+        """Element `idx` of a `random`: its element of the stream, counted from where the
+        region's draws start (the state's counter) and where this `random`'s start."""
+        b, dtype = self.b, self.dtype_of(v)
+        state = self.fn.args[len(self.region.outputs) + len(self.region.inputs) + 2]
+        key = b.load(state, typ=I64)
+        counter = b.load(b.gep(state, [ll.Constant(I64, 1)], source_etype=I64), typ=I64)
+        start = b.add(counter, ll.Constant(I64, self.region.draw_starts[v]))
+        index = b.add(start, linear(b, idx, strides_of(shape)))
+        lo = self.value_at(v.lower, [])
+        hi = self.value_at(v.upper, [])
+        self.emitter.flags.append((self.site(v, "random needs lower < upper, found an "
+                                                "empty range"),
+                                   random_stream.bad_range(b, lo, hi, dtype)))
+        self.raise_flags()
+        return random_stream.value_from_bits(b, random_stream.element_bits(b, key, index), lo,
+                                             hi, dtype)
 
     def operand_shape(self, u: Value) -> tuple[int, ...]:
         t = self.region.types.get(u)

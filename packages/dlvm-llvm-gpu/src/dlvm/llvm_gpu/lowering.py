@@ -50,6 +50,9 @@ lowering("bitCast", how="view", method="run_bit_cast",
 lowering("transpose", how="kernel region", method="run_transpose",
          summary="used only by `dot`: read transposed (a cuBLAS flag), no launch; else a "
          "region")
+lowering("random", how="kernel region", method="run_single",
+         summary="the counter-based stream of every target (the same numbers as on the "
+         "CPU): a thread per element, then one thread advances the counter on the device")
 lowering("dot", how="library", method="run_dot",
          summary="cuBLAS (strided batched GEMM) for f32 and f64, else a generated kernel")
 lowering("branch", "conditional", "branchEnum", "return", "push", "createStack",

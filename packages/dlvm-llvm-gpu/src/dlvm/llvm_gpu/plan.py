@@ -13,7 +13,10 @@ runs runs here with the same semantics — while its tensor work is launched on 
   calls and the stacks of the AD tape as `DeviceArray`s. Scalars computed from host values
   stay on the host (a loop counter costs no launch).
 
-The rest (memory, enums, random, reductions by a function, …) runs the instruction's own
+- `random` is a region too: the counter-based stream every target shares, its state (key
+  and counter) on the device.
+
+The rest (memory, enums, reductions by a function, …) runs the instruction's own
 numpy semantics on host copies of its operands, so nothing is out of reach.
 
 The plan of an instruction — which of these it is, its compiled kernels for each shape seen
@@ -197,6 +200,7 @@ class LaunchPlan(Interpreter):
         self.replays: dict[str, dict[tuple[Any, ...], Signature]] = {}
         self.recorder: Recorder | None = None
         self.replay_enabled = replay
+        self.device_stream: DeviceArray | None = None
 
     # ------------------------------------------------------------ calls: replay or walk
 
@@ -253,6 +257,7 @@ class LaunchPlan(Interpreter):
         assert fn.name is not None
         coerced = [self.coerce(a, t, i) for i, (a, t) in enumerate(
             zip(args, fn.type_.arguments, strict=True))]
+        self.random_state()  # before recording: the stream's state is a constant of replays
         device, rng = self.device, self.rng
         recorder = Recorder(device, device_arrays(coerced, []),
                             [d for _, d in self.uploads.values()])
@@ -455,8 +460,8 @@ class LaunchPlan(Interpreter):
         operands = [v for v in dict.fromkeys(region_operands(inst))
                     if not (isinstance(v, LiteralValue) and isinstance(v.literal, ScalarLiteral))]
         values = [frame.get(v) for v in operands]
-        if not any(isinstance(x, DeviceArray) for x in values) and all(
-                np.ndim(x) == 0 for x in values):
+        if inst.opcode != "random" and not any(isinstance(x, DeviceArray) for x in values) \
+                and all(np.ndim(x) == 0 for x in values):
             return self.run_host(inst, frame)  # scalar arithmetic: no launch
         like = shape_dtype(frame.get(inst.like))[0] if inst.opcode == "unbroadcast" else None
         types = self.single_types(inst, operands, values, like)
@@ -610,12 +615,23 @@ class LaunchPlan(Interpreter):
             device.fill_zero(err.ptr, 4)
         args.append(KernelArg(ctypes.c_void_p, scratch.ptr if scratch is not None else 0))
         args.append(KernelArg(ctypes.c_void_p, err.ptr if err is not None else 0))
+        args.append(KernelArg(ctypes.c_void_p, self.random_state().ptr if code.draws else 0))
         for launch in code.launches:
             device.launch(region.handles[launch.name], launch.grid, launch.block, 0, args)
             self.stats["launches"] += 1
         if err is not None:
             device.check_status(err, code.error)
         return outs
+
+    def random_state(self) -> DeviceArray:
+        """The random stream's key and counter on the device (`random` advances it there,
+        in stream order, so a replay or a CUDA graph draws the next numbers each time):
+        uploaded from the interpreter's stream on the first draw, which is its only state
+        from then on."""
+        if self.device_stream is None:
+            self.device_stream = self.device.upload(self.rng.state)
+            self.uploads[id(self.rng.state)] = (self.rng.state, self.device_stream)
+        return self.device_stream
 
     # ------------------------------------------------------------ dot
 

@@ -87,8 +87,8 @@ class LLVMCPUTarget(ir.Target):
     def emit(self, module: ir.Module, what: str) -> str | bytes:
         """Every function of the module (with its own types) as optimized LLVM IR, assembly
         for the host, or an object file. Assembly or an object file that calls back into
-        Python (for an instruction without a lowering rule, or for `random`) comes with a
-        warning: the symbols it calls exist only inside a DLVM process."""
+        Python (for an instruction without a lowering rule) comes with a warning: the
+        symbols it calls exist only inside a DLVM process."""
         if what not in self.emits:
             return super().emit(module, what)
         module = self.prepare(module)
@@ -107,7 +107,7 @@ CALLBACK_WARNED = {"asm": "assembly", "obj": "object file"}  # code to link else
 
 def warn_callbacks(unit: CompileUnit, kind: str) -> None:
     """Say what the emitted code runs by calling back into Python: instructions without a
-    lowering rule (`dlvm_evaluate`), and `random` (`dlvm_random`, numpy's generator)."""
+    lowering rule (`dlvm_evaluate`)."""
     if unit.fallbacks:
         opcodes = dict.fromkeys(instruction_at(unit.module, place).opcode
                                 for place in unit.fallbacks)
@@ -118,8 +118,3 @@ def warn_callbacks(unit: CompileUnit, kind: str) -> None:
                       "undefined outside a DLVM process (a plugin gives its instruction "
                       "native code with dlvm.llvm.scalar_rule or lowering_rule)",
                       PluginWarning, stacklevel=3)
-    if "dlvm_random" in unit.llmod.globals:
-        warnings.warn(f"target 'llvm-cpu': the {kind} calls back into Python for 'random' "
-                      "(numpy's generator, so that every target draws the same numbers) "
-                      "through the symbol 'dlvm_random', undefined outside a DLVM process",
-                      stacklevel=3)

@@ -460,17 +460,15 @@ def _random_rule(inst: Instruction, m: Module | None) -> Type:
 
 
 def _random_eval(inst: Instruction, frame: Any) -> Any:
+    """The next elements of the frame's counter-based stream (`dlvm.ir.random_stream`)."""
     shape = static_shape(inst.type.shape, "random")
     lo, hi = frame.get(inst.lower), frame.get(inst.upper)
     if not lo < hi:
         raise ExecutionError(f"random needs lower < upper, found the empty range "
                              f"[{lo}, {hi})")
     try:
-        if lo.dtype.kind == "f":
-            out = frame.rng.uniform(float(lo), float(hi), size=shape)
-        else:
-            out = frame.rng.integers(int(lo), int(hi), size=shape, endpoint=False)
-    except (ValueError, OverflowError) as e:
+        out = frame.rng.draw(shape, lo, hi, np.asarray(lo).dtype)
+    except ValueError as e:
         raise ExecutionError(f"random from {lo} upto {hi}: {e}") from None
     return result_array(inst, out)
 

@@ -15,11 +15,10 @@ from llvmlite import ir as ll
 
 from dlvm.ir import BuiltinRef, Function, Instruction, Value
 from dlvm.ir.instructions.tensor import is_reversal, permutation
-from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import TensorType
 
 from ..runtime import blas
-from ..runtime.random import dtype_code
+from . import random_stream
 from .emit import (
     add,
     alloca,
@@ -49,7 +48,7 @@ from .layout import (
 )
 from .outlined import Outlined
 from .scalar import ScalarEmitter, combine
-from .support import CTX_RNG
+from .support import CTX_RANDOM
 
 # ---------------------------------------------------------------- views
 
@@ -599,17 +598,13 @@ def lower_scan(fl: FunctionLowering, inst: Instruction) -> ll.Value:
 
 @lowers("random")
 def lower_random(fl: FunctionLowering, inst: Instruction) -> ll.Value:
-    """Drawn by numpy's generator (see `random.py`), as the interpreter draws them."""
-
+    """The next elements of the executable's counter-based stream (`random_stream.py`),
+    reserved with one atomic add to its counter, so threads sharing it never overlap."""
     b = fl.b
     t = fl.tensor_type(inst)
     lo, hi = fl.value(inst.lower), fl.value(inst.upper)
-    ordered = (b.fcmp_ordered("<", lo, hi) if t.dtype.is_float else
-               b.icmp_signed("<", lo, hi))
-    fl.fail_if(b.not_(ordered), "random needs lower < upper, found an empty range")
-    as_double = (lambda v: b.fpext(v, F64) if v.type != F64 else v) if t.dtype.is_float else (
-        lambda v: b.sitofp(v, F64))
-    fn = declare(fl.unit.llmod, "dlvm_random", I32, [I64, PTR, I64, I64, F64, F64])
+    fl.fail_if(random_stream.bad_range(b, lo, hi, t.dtype),
+               "random needs lower < upper, found an empty range")
     if t.rank == 0:
         slot = fl.result_slot(scalar_type(t.dtype))
         data, count, struct = slot, i64(1), None
@@ -621,14 +616,17 @@ def lower_random(fl: FunctionLowering, inst: Instruction) -> ll.Value:
         dims = [i64(d) for d in t.shape]  # type: ignore[misc]
         struct, data = fl.new_tensor(t, dims)
         count = product(b, dims)
-    generator = b.load(fl.rt.slot(b, fl.ctx, CTX_RNG), typ=I64)
-
-    status = b.call(fn, [generator, data, count, i64(dtype_code(numpy_dtype(t.dtype))),
-                         as_double(lo), as_double(hi)])
-    fl.fail_if(b.icmp_signed("!=", status, ll.Constant(I32, 0)),
-               "random: the generator refused the range")
+    state = b.inttoptr(b.load(fl.rt.slot(b, fl.ctx, CTX_RANDOM), typ=I64), PTR)
+    key = b.load(state, typ=I64)
+    start = b.atomic_rmw("add", gep(b, I64, state, i64(1)), count, "monotonic")
+    et = element_type(t.dtype)
+    with for_range(b, i64(0), count, "draw") as i:
+        bits = random_stream.element_bits(b, key, b.add(start, i))
+        v = random_stream.value_from_bits(b, bits, lo, hi, t.dtype)
+        b.store(b.zext(v, et) if v.type != et else v, gep(b, et, data, i))
     if struct is None:
-        return b.load(data, typ=scalar_type(t.dtype))
+        v = b.load(data, typ=et)
+        return b.trunc(v, I1) if et != scalar_type(t.dtype) else v
     return struct
 
 

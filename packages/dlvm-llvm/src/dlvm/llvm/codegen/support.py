@@ -58,11 +58,11 @@ UNPOOLED_BYTES = 1 << 30
 IMMORTAL = -1  # the count of a constant's buffer
 BORROWED = -2  # the count of the shared header of a caller's arrays
 
-# context slots (i64 each): the error site and its parameters, the call depth, (6 unused)
-# the kernel thread count, the table of global variables' cells, the executable's id (for
-# its generator and callbacks), a count of loop iterations, the deadline of the call and the
-# clock it is on, and the pool's free lists
-CTX_SITE, CTX_PARAMS, CTX_DEPTH, CTX_THREADS, CTX_GLOBALS, CTX_RNG = 0, 1, 5, 7, 8, 9
+# context slots (i64 each): the error site and its parameters, the call depth, the address
+# of the executable's random stream (its key and counter), the kernel thread count, the
+# table of global variables' cells, the executable's id (for its callbacks), a count of
+# loop iterations, the deadline of the call and the clock it is on, and the pool's free lists
+CTX_SITE, CTX_PARAMS, CTX_DEPTH, CTX_RANDOM, CTX_THREADS, CTX_GLOBALS, CTX_RNG = 0, 1, 5, 6, 7, 8, 9
 CTX_TICKS, CTX_DEADLINE, CTX_CLOCK = 10, 11, 12
 CTX_FREE = 13
 TICKS_PER_CLOCK_READ = 1 << 12

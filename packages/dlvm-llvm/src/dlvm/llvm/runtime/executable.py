@@ -17,6 +17,7 @@ every shape. Each thread calling an executable has a context of its own.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import operator
 import threading
 import time
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 import dlvm.ir as ir
+from dlvm.ir.random_stream import CounterStream
 from dlvm.ir.runtime import ExecutionError, convert_argument, numpy_dtype
 from dlvm.ir.types import ArrayType, TensorType, TupleType, Type, parse_data_type
 
@@ -44,6 +46,7 @@ from ..codegen.support import (
     CTX_FREE,
     CTX_GLOBALS,
     CTX_PARAMS,
+    CTX_RANDOM,
     CTX_RNG,
     CTX_SITE,
     CTX_SLOTS,
@@ -52,7 +55,6 @@ from ..codegen.support import (
     N_PARAMS,
 )
 from . import blas, pool
-from .random import register_generator
 from .results import RECLAIMER, ResultReader, ResultSlots, words
 from .threads import get_num_threads  # noqa: F401 — importing it puts the budget into the pool
 
@@ -66,6 +68,7 @@ _PREPARED_LIMIT = 4096  # signatures remembered per executable (generic builds t
 # enough LLVM IR to be compiled in parts by worker processes (`jit.emit`): they are started
 # when a build of it is not in the cache, and get ready while it is lowered.
 PARALLEL_COMPILE_MIN = 64
+EXECUTABLE_IDS = itertools.count(1)  # how native code names its executable to callbacks
 
 
 @dataclass
@@ -122,6 +125,7 @@ class Context:
         self.memory[CTX_THREADS] = executable.threads
         self.memory[CTX_GLOBALS] = executable.globals_table.ctypes.data
         self.memory[CTX_RNG] = executable.rng_id
+        self.memory[CTX_RANDOM] = executable.rng.state.ctypes.data
         self.memory[CTX_CLOCK] = time.CLOCK_MONOTONIC
         self.executable = weakref.ref(executable)
         self.slots = ResultSlots()
@@ -172,8 +176,8 @@ class LLVMExecutable(ir.Executable):
         self.local = threading.local()
         self.layout = Layout(module)
         self.globals_table, self.global_cells = self.make_globals()
-        self.rng_id = register_generator(self, seed)
-        self.rng = np.random.default_rng(seed)
+        self.rng_id = next(EXECUTABLE_IDS)
+        self.rng = CounterStream(seed)  # native code advances its state in place
         fallback.register(self, self.rng_id)
         self.fallbacks: list[ir.Instruction] = []  # run by their numpy semantics
         self.fallback_error = ""
