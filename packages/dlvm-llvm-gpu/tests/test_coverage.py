@@ -39,7 +39,8 @@ func @f: (<4 x f32>) -> <4 x f32> {
     assert fn is not None
     y, r, _, ret = fn.entry.instructions
     assert lowering_of(y).how == "kernel region" and lowering_of(r).how == "kernel region"
-    assert lowering_of(ret).how == "walk" and how_opcode_runs("store") == "host"
+    assert lowering_of(ret).how == "walk" and how_opcode_runs("store") == "walk"
+    assert how_opcode_runs("aPluginOpcodeWithoutRules") == "host"
 
 
 @pytest.mark.skipif(not DOC.exists(), reason="docs/ is not part of an installed package")

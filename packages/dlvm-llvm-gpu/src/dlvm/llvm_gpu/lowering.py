@@ -63,6 +63,12 @@ lowering("pop", how="walk", method="run_pop",
 lowering("extract", "insert", how="aggregate", method="run_aggregate",
          summary="tuples, structs and arrays keep their device arrays; rows extracted from "
          "a device tensor are views; an insert into one runs on the host")
+lowering("allocateBox", "allocateHeap", "allocateStack", "copy", "deallocate",
+         "elementPointer", "load", "projectBox", "release", "retain", "store", "trap",
+         how="walk", method="run_memory",
+         summary="the interpreter's memory, whose cells hold device arrays as they are (a "
+         "stored one is copied on the device); only a pointer into a tensor's elements "
+         "brings its cell to the host")
 lowering("rank", "shape", "unitCount", how="shape query", method="run_shape_query",
          summary="answered from the device array's shape: no launch, no copy")
 

@@ -16,8 +16,12 @@ runs runs here with the same semantics — while its tensor work is launched on 
 - `random` is a region too: the counter-based stream every target shares, its state (key
   and counter) on the device.
 
-The rest (memory, enums, reductions by a function, …) runs the instruction's own
-numpy semantics on host copies of its operands, so nothing is out of reach.
+- memory (globals, boxes, stacks, heaps) is the interpreter's, on the host, its cells holding
+  device arrays as they are.
+
+The rest (reductions by a function, instructions of plugins without a scalar rule, …)
+runs the instruction's own numpy semantics on host copies of its operands, so nothing is
+out of reach.
 
 The plan of an instruction — which of these it is, its compiled kernels for each shape seen
 — is worked out on its first execution and kept, so a call costs one Python dispatch per
@@ -42,8 +46,10 @@ from dlvm.ir.interp import Frame, Interpreter
 from dlvm.ir.runtime import (
     EnumValue,
     ExecutionError,
+    Pointer,
     check_conforms,
     convert_argument,
+    kept,
     numpy_dtype,
 )
 from dlvm.ir.types import TensorType, TupleType, Type
@@ -114,6 +120,19 @@ class HostFrame:
         return to_host(self.frame.call_function(fn, args))
 
 
+class OwningFrame(HostFrame):
+    """For `store`: the stored value's device arrays are copies of their own."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, frame: Frame, plan: LaunchPlan) -> None:
+        super().__init__(frame)
+        self.plan = plan
+
+    def get(self, v: Value) -> Any:
+        return self.plan.owned(self.frame.get(v))
+
+
 class ShapeFrame(HostFrame):
     """For instructions that read only shapes (`rank`, `shape`, `unitCount`): device arrays
     are seen as zero-strided host arrays of their shape, without a copy."""
@@ -160,6 +179,19 @@ def to_host(x: Any) -> Any:
     if isinstance(x, EnumValue):
         return EnumValue(x.case, tuple(to_host(e) for e in x.values))
     return x
+
+
+def device_leaves(x: Any) -> list[DeviceArray]:
+    """The device arrays anywhere in a value (tuples, arrays, structs, enums)."""
+    if isinstance(x, DeviceArray):
+        return [x]
+    if isinstance(x, dict):
+        x = list(x.values())
+    elif isinstance(x, EnumValue):
+        x = x.values
+    if isinstance(x, tuple | list):
+        return [d for e in x for d in device_leaves(e)]
+    return []
 
 
 def contains_device(x: Any) -> bool:
@@ -348,6 +380,50 @@ class LaunchPlan(Interpreter):
         self.stats["host instructions"] += 1
         self.host_opcodes[inst.opcode] = self.host_opcodes.get(inst.opcode, 0) + 1
         return Interpreter.evaluate(self, inst, HostFrame(frame))  # type: ignore[arg-type]
+
+    def run_memory(self, inst: Instruction, frame: Frame) -> Any:
+        """Memory on the host holding device arrays: a stored tensor stays on the device (a
+        copy of its own, as the interpreter keeps a copy of a stored array); a pointer into
+        the elements of a tensor moves the tensor in its cell to the host first. Memory
+        outlives a call, so a call that touches it is not replayed."""
+        if self.recorder is not None and inst.opcode != "trap":
+            self.recorder.fail(f"'{inst.opcode}' uses memory that outlives the call")
+        for name in ("pointer", "source", "destination"):
+            operand = inst.fields.get(name)
+            if isinstance(operand, Value):
+                p = frame.get(operand)
+                if isinstance(p, Pointer) and (p.path or inst.opcode == "elementPointer"):
+                    self.cell_to_host(p)
+        if inst.opcode == "store":
+            return Interpreter.evaluate(self, inst, OwningFrame(frame, self))  # type: ignore[arg-type]
+        value = Interpreter.evaluate(self, inst, frame)
+        if self.recorder is not None:  # a loaded array is read where the walk goes on
+            for d in device_leaves(value):
+                self.recorder.add_constant(d)
+        return value
+
+    def cell_to_host(self, p: Pointer) -> None:
+        cell = p.memory.written.get(p.index)
+        if contains_device(cell):
+            self.stats["downloads"] += 1
+            p.memory.written[p.index] = kept(to_host(cell))
+
+    def owned(self, x: Any) -> Any:
+        """`x` with each device array in it copied on the device (in memory that a recording
+        does not take back when it ends: the call is not replayed)."""
+        if isinstance(x, DeviceArray):
+            device = self.device if self.recorder is None else self.recorder.inner
+            out = device.empty(x.shape, x.dtype)
+            if x.nbytes:
+                device.copy(out.ptr, x.ptr, x.nbytes)
+            return out
+        if isinstance(x, tuple):
+            return tuple(self.owned(e) for e in x)
+        if isinstance(x, list):
+            return [self.owned(e) for e in x]
+        if isinstance(x, dict):
+            return {k: self.owned(e) for k, e in x.items()}
+        return x
 
     def run_shape_query(self, inst: Instruction, frame: Frame) -> Any:
         return Interpreter.evaluate(self, inst, ShapeFrame(frame))  # type: ignore[arg-type]
