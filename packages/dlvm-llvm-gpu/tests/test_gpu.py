@@ -161,3 +161,46 @@ def test_tensor_cores_are_opt_in(dtype: str) -> None:
         full = ir.compile(module, "nvptx").call("mm", a, b)[0].astype(np.float64)
         np.testing.assert_allclose(full, exact, rtol=1e-4, atol=1e-4)
         assert np.abs(got - exact).max() > np.abs(full - exact).max()  # TF32 rounds more
+
+
+DRAWS = """
+var @kept: <4096 x f32>
+func @noise: (<4096 x f32>) -> (<4096 x f32>, <1000 x i32>, <17 x f64>) {
+'entry(%x: <4096 x f32>):
+    %r = random 4096 from -1.0: f32 upto 1.0: f32
+    %y = add %x: <4096 x f32>, %r: <4096 x f32>
+    %k = random 1000 from -7: i32 upto 1000000: i32
+    %d = random 17 from 0.0: f64 upto 1.0: f64
+    %t = literal (%y: <4096 x f32>, %k: <1000 x i32>, %d: <17 x f64>): (<4096 x f32>, <1000 x i32>, <17 x f64>)
+    return %t: (<4096 x f32>, <1000 x i32>, <17 x f64>)
+}
+func @keep: (<4096 x f32>) -> <4096 x f32> {
+'entry(%x: <4096 x f32>):
+    %v = load @kept: *<4096 x f32>
+    %n = add %v: <4096 x f32>, %x: <4096 x f32>
+    store %n: <4096 x f32> to @kept: *<4096 x f32>
+    return %n: <4096 x f32>
+}
+"""
+
+
+def test_random_draws_the_cpus_numbers_in_replays_and_graphs() -> None:
+    """The counter-based stream in kernels: bit for bit the interpreter's numbers, call
+    after call, through the walk, the replays and the CUDA graph."""
+    module = ir.parse(DRAWS)
+    oracle = ir.compile(module, "interp", seed=7)
+    gpu = ir.compile(module, "nvptx", seed=7)
+    x = np.linspace(-1, 1, 4096, dtype=np.float32)
+    for _ in range(5):
+        for got, want in zip(gpu.call("noise", x), oracle.call("noise", x), strict=True):
+            assert got.tobytes() == want.tobytes()
+    assert gpu.plan.stats["replays"] == 4 and gpu.plan.stats["downloads"] == 0
+
+
+def test_tensors_kept_in_memory_stay_on_the_gpu() -> None:
+    module = ir.parse(DRAWS)
+    oracle, gpu = ir.compile(module, "interp"), ir.compile(module, "nvptx")
+    x = np.linspace(-1, 1, 4096, dtype=np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(gpu.call("keep", x)[0], oracle.call("keep", x)[0])
+    assert gpu.plan.stats["downloads"] == 0
