@@ -28,6 +28,7 @@ import dlvm.ir as ir
 import onnx
 import onnx.external_data_helper
 import onnx.numpy_helper
+import onnx.version_converter
 from dlvm.ir import Builder, DerivativeDecl, Diagnostic, Value
 from dlvm.ir.core import UniqueNames
 from dlvm.ir.files import MAX_TEXT_BYTES, read_input
@@ -41,6 +42,7 @@ from .ops import CONVERTERS
 from .shapes import check_graph, input_dims, tensor_array
 
 MIN_OPSET = 13
+UPGRADE_OPSET = 17  # where models of older opsets are converted to
 # protobuf's limit: a larger model keeps its weights in external data files
 MAX_MODEL_BYTES = 2 * 1024**3
 # the most elements a node evaluated at import may make (64 Mi: 256 MiB of float32)
@@ -71,13 +73,9 @@ class Importer:
     def __init__(self, model: onnx.ModelProto, *, freeze: bool = False,
                  name: str | None = None, source: str = "<onnx>") -> None:
         self.source = source
-        model = self.checked(model)
-        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-                          0)
-        if self.opset < MIN_OPSET:
-            raise ir.FrontendError(f"{source}: error: the model uses opset {self.opset}; DLVM "
-                                   f"imports opsets {MIN_OPSET} and later (convert it with "
-                                   "onnx.version_converter)")
+        self.notes: list[str] = []  # what was done to the model on the way (`--verbose`)
+        model = self.checked(self.upgraded(model))
+        self.opset = default_opset(model)
         self.model = model
         self.graph = model.graph
         self.freeze = freeze
@@ -89,6 +87,27 @@ class Importer:
         except Invalid as e:
             raise ir.FrontendError(f"{source}: error: {e}") from None
         self.errors: list[Diagnostic] = []
+
+    def upgraded(self, model: onnx.ModelProto) -> onnx.ModelProto:
+        """A model of an opset before `MIN_OPSET` converted by ONNX's version converter to
+        `UPGRADE_OPSET` (only upward, which is reliable; downgrades are not), with the IR
+        version raised to 4 where the converter made initializers that are not graph inputs
+        (IR versions before 4 require that they are)."""
+        opset = default_opset(model)
+        if opset >= MIN_OPSET:
+            return model
+        if opset < 7:
+            model = prelu_slopes_broadcast(model)
+        try:
+            converted = onnx.version_converter.convert_version(model, UPGRADE_OPSET)
+        except Exception as e:
+            raise ir.FrontendError(f"{self.source}: error: the model uses opset {opset}, and "
+                                   f"ONNX's version converter cannot raise it to "
+                                   f"{UPGRADE_OPSET}: {first_line(e)}") from None
+        converted.ir_version = max(converted.ir_version, 4)
+        self.notes.append(f"{self.source}: note: opset {opset} converted to opset "
+                          f"{UPGRADE_OPSET} by onnx.version_converter")
+        return converted
 
     def checked(self, model: onnx.ModelProto) -> onnx.ModelProto:
         """The model with the shapes ONNX infers, once ONNX's checker accepts it and its
@@ -371,6 +390,38 @@ class Importer:
         updated = [b.subtract(pk, b.multiply(b.extract(dp, [i]), lr), name=names(f"{n}_next"))
                    for i, (pk, n) in enumerate(zip(ps, param_names, strict=True))]
         b.ret(b.tuple([*updated, loss]))
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def prelu_slopes_broadcast(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Before opset 7, PRelu's slope of shape [C] applied to the channels (axis 1); from
+    opset 7 it broadcasts from the right, and the version converter does not reshape it. A
+    slope given as an initializer becomes [C, 1, …] for an input of known rank."""
+    inits = {t.name: t for t in model.graph.initializer}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        inferred = model
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in [
+        *inferred.graph.input, *inferred.graph.value_info] if v.type.HasField("tensor_type")
+        and v.type.tensor_type.HasField("shape")}
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for node in out.graph.node:
+        if node.op_type != "PRelu" or len(node.input) < 2 or node.input[1] not in inits:
+            continue
+        slope = onnx.numpy_helper.to_array(inits[node.input[1]])
+        rank = ranks.get(node.input[0], 0)
+        if slope.ndim == 1 and slope.size > 1 and rank > 2:
+            reshaped = onnx.numpy_helper.from_array(
+                slope.reshape((slope.size,) + (1,) * (rank - 2)), node.input[1])
+            for t in out.graph.initializer:
+                if t.name == node.input[1]:
+                    t.CopyFrom(reshaped)
+    return out
 
 
 def first_line(e: Exception) -> str:

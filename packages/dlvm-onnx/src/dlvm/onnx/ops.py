@@ -680,3 +680,7 @@ def _expand(c: NodeContext) -> list[Value]:
     if zeros is None:
         raise Unsupported("Expand of booleans")
     return [binary(c, "add", x, zeros)]
+
+
+# the other converter modules register themselves here (they import this module's helpers)
+from . import gather, normalization, pointwise, recurrent, reductions, spatial  # noqa: E402, F401

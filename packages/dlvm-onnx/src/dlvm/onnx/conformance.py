@@ -1,0 +1,272 @@
+"""ONNX's own backend test cases, run through the importer and the reference interpreter.
+
+    python -m dlvm.onnx.conformance [node|wheel] [--verbose] [--filter REGEX]
+
+`node`: the operator tests of the installed onnx (`onnx.backend.test.loader`, one case per
+`expect(...)` of `onnx/backend/test/case/node`); `wheel`: the model tests shipped as files in
+the wheel (`pytorch-converted`, `pytorch-operator`, `simple`). Each case is a model, its
+inputs and the outputs ONNX expects. It ends in one of:
+
+- `pass`: imported, run by `interp`, every output of the expected data type and shape and
+  within ONNX Runtime's tolerance (`rtol=1e-3`, `atol=1e-5`, NaN where NaN is expected);
+- `refused`: the importer said why, naming the node and operator (`FrontendError`);
+- `wrong`: imported and run, but an output differs (a bug);
+- `failed`: an execution error or an internal error (a bug);
+- `not numeric`: its inputs or outputs are not numeric tensors (strings, sequences,
+  optionals), which DLVM functions do not take.
+
+An input that a converter needs at import (a shape, axes, pads: an exporter writes them as
+initializers or computes them from `Shape`) is bound to the case's value when the model
+with every input free is refused for that reason: the case then runs with those inputs as
+initializers, as an exported model would have them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import warnings
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import dlvm.ir as ir
+import onnx
+import onnx.numpy_helper
+
+from .importer import Importer
+
+RTOL, ATOL = 1e-3, 1e-5  # ONNX Runtime's backend test series
+WHEEL_KINDS = ("pytorch-converted", "pytorch-operator", "simple")
+NUMERIC = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+           onnx.TensorProto.BFLOAT16, onnx.TensorProto.INT8, onnx.TensorProto.INT16,
+           onnx.TensorProto.INT32, onnx.TensorProto.INT64, onnx.TensorProto.UINT8,
+           onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
+           onnx.TensorProto.BOOL}
+MAX_STEPS = 5_000_000
+
+
+@dataclass
+class Case:
+    name: str
+    model: onnx.ModelProto
+    data_sets: list[tuple[list[Any], list[Any]]]
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str  # pass, refused, wrong, failed, not numeric
+    message: str = ""
+    bound: bool = False  # some inputs were bound as initializers
+
+
+# ------------------------------------------------------------------ loading cases
+
+
+def node_cases() -> list[Case]:
+    """The operator tests of the installed onnx, in memory."""
+    import onnx.backend.test.loader as loader
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
+            cases = loader.load_model_tests(kind="node")
+    out = []
+    for c in cases:
+        model = c.model if c.model is not None else onnx.load(Path(c.model_dir) / "model.onnx")
+        sets = c.data_sets if c.data_sets is not None else list(_sets_on_disk(
+            Path(c.model_dir), model))
+        out.append(Case(c.name, model, [([as_array(x) for x in i], [as_array(x) for x in o])
+                                         for i, o in sets]))
+    return out
+
+
+def as_array(x: Any) -> Any:
+    """A tensor of a data set as numpy (the loader gives numpy arrays, numpy scalars or
+    TensorProtos); anything else (sequences, optionals) as it is."""
+    if isinstance(x, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(x)
+    if isinstance(x, np.ndarray | np.generic):
+        return np.asarray(x)
+    return x
+
+
+def wheel_cases(kinds: Sequence[str] = WHEEL_KINDS) -> list[Case]:
+    """The model tests shipped as files in the onnx wheel."""
+    root = Path(onnx.__file__).parent / "backend" / "test" / "data"
+    out = []
+    for kind in kinds:
+        for d in sorted((root / kind).iterdir()) if (root / kind).is_dir() else []:
+            if (d / "model.onnx").exists():
+                model = onnx.load(d / "model.onnx")
+                out.append(Case(f"{kind}/{d.name}", model, list(_sets_on_disk(d, model))))
+    return out
+
+
+def _sets_on_disk(d: Path, model: onnx.ModelProto) -> Iterator[tuple[list[Any], list[Any]]]:
+    for s in sorted(d.glob("test_data_set_*")):
+        yield ([_read(p) for p in sorted(s.glob("input_*.pb"), key=_number)],
+               [_read(p) for p in sorted(s.glob("output_*.pb"), key=_number)])
+
+
+def _number(p: Path) -> int:
+    return int(p.stem.split("_")[-1])
+
+
+def _read(p: Path) -> Any:
+    t = onnx.TensorProto()
+    t.ParseFromString(p.read_bytes())
+    return onnx.numpy_helper.to_array(t)
+
+
+# ------------------------------------------------------------------ running one case
+
+
+def numeric(model: onnx.ModelProto) -> bool:
+    graph = model.graph
+    inits = {t.name for t in graph.initializer}
+    for v in [*[i for i in graph.input if i.name not in inits], *graph.output]:
+        if not v.type.HasField("tensor_type") or v.type.tensor_type.elem_type not in NUMERIC:
+            return False
+    return True
+
+
+def run_case(case: Case) -> Outcome:
+    if not numeric(case.model) or any(
+            not isinstance(x, np.ndarray) for ins, outs in case.data_sets for x in [*ins, *outs]):
+        return Outcome(case.name, "not numeric")
+    try:
+        module, bound = import_case(case)
+    except ir.DlvmError as e:
+        return Outcome(case.name, "refused", one_line(e))
+    except Exception as e:  # an internal error: reported, never hidden
+        return Outcome(case.name, "failed", f"internal error while importing: "
+                       f"{type(e).__name__}: {one_line(e)}")
+    return check_outputs(case, module, bound)
+
+
+def import_case(case: Case) -> tuple[ir.Module, list[int]]:
+    """The case's model as a module; the positions of the inputs bound as initializers when
+    the model is refused with them free because a converter needs them at import."""
+    try:
+        return imported(case.model), []
+    except ir.DlvmError as e:
+        if "known at import" not in str(e) and "computed at run time" not in str(e):
+            raise
+        first = e
+    bound = [k for k, x in enumerate(case.data_sets[0][0])
+             if x.dtype.kind in "iub" and x.ndim <= 1 and
+             all(np.array_equal(s[0][k], x) for s in case.data_sets)]
+    if not bound:
+        raise first
+    return imported(with_initializers(case.model, bound, case.data_sets[0][0])), bound
+
+
+def imported(model: onnx.ModelProto) -> ir.Module:
+    module = Importer(model, freeze=True, source="model.onnx").run()
+    ir.verify(module)
+    return module
+
+
+def with_initializers(model: onnx.ModelProto, bound: list[int], values: list[np.ndarray]
+                      ) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    inits = {t.name for t in m.graph.initializer}
+    free = [i for i in m.graph.input if i.name not in inits]
+    for k in bound:
+        m.graph.initializer.append(onnx.numpy_helper.from_array(values[k], free[k].name))
+    keep = [i for k, i in enumerate(free) if k not in bound]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    m.ir_version = max(m.ir_version, 4)
+    return m
+
+
+def check_outputs(case: Case, module: ir.Module, bound: list[int]) -> Outcome:
+    try:
+        exe = ir.compile(module, "interp", max_steps=MAX_STEPS)
+    except ir.DlvmError as e:
+        return Outcome(case.name, "failed", f"compile: {one_line(e)}", bool(bound))
+    for inputs, expected in case.data_sets:
+        args = [x for k, x in enumerate(inputs) if k not in bound]
+        try:
+            with np.errstate(all="ignore"):
+                got = exe.call("main", *args)
+        except ir.DlvmError as e:
+            return Outcome(case.name, "failed", f"run: {one_line(e)}", bool(bound))
+        except Exception as e:
+            return Outcome(case.name, "failed", f"internal error while running: "
+                           f"{type(e).__name__}: {one_line(e)}", bool(bound))
+        problem = differs(list(got), expected)
+        if problem:
+            return Outcome(case.name, "wrong", problem, bool(bound))
+    return Outcome(case.name, "pass", "", bool(bound))
+
+
+def differs(got: list[Any], expected: list[np.ndarray]) -> str:
+    """What is wrong with `got` (empty when it matches)."""
+    if len(got) != len(expected):
+        return f"{len(got)} outputs, {len(expected)} expected"
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        g = np.asarray(g)
+        if g.dtype != e.dtype:
+            return f"output {k}: data type {g.dtype}, {e.dtype} expected"
+        if g.shape != e.shape:
+            return f"output {k}: shape {g.shape}, {e.shape} expected"
+        if e.dtype.kind in "fc":
+            ok = np.isclose(g.astype(np.float64), e.astype(np.float64), rtol=RTOL, atol=ATOL,
+                            equal_nan=True)
+        else:
+            ok = g == e
+        if not np.all(ok):
+            bad = int(np.size(ok) - np.count_nonzero(ok))
+            return f"output {k}: {bad} of {e.size} elements differ"
+    return ""
+
+
+def one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+# ------------------------------------------------------------------ reports
+
+
+def run_all(cases: Sequence[Case], pattern: str = "") -> list[Outcome]:
+    chosen = [c for c in cases if re.search(pattern, c.name)] if pattern else list(cases)
+    return [run_case(c) for c in chosen]
+
+
+def summary(outcomes: Sequence[Outcome]) -> str:
+    counts = Counter(o.status for o in outcomes)
+    numeric_cases = len(outcomes) - counts["not numeric"]
+    rate = counts["pass"] / numeric_cases if numeric_cases else 0.0
+    parts = ", ".join(f"{counts[s]} {s}" for s in ("pass", "refused", "wrong", "failed",
+                                                    "not numeric"))
+    return f"{len(outcomes)} cases: {parts}; {rate:.1%} of the numeric cases pass"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dlvm.onnx.conformance")
+    parser.add_argument("kind", choices=("node", "wheel"), nargs="?", default="node")
+    parser.add_argument("--filter", default="", help="a regular expression on case names")
+    parser.add_argument("--verbose", action="store_true", help="a line per case")
+    args = parser.parse_args(argv)
+    cases = node_cases() if args.kind == "node" else wheel_cases()
+    outcomes = run_all(cases, args.filter)
+    for o in outcomes:
+        if args.verbose or o.status in ("wrong", "failed"):
+            print(f"{o.status:12} {o.name}{' (bound inputs)' if o.bound else ''}: {o.message}")
+    print(summary(outcomes))
+    return 1 if any(o.status in ("wrong", "failed") for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

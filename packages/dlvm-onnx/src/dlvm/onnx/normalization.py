@@ -1,0 +1,3 @@
+"""Normalizations and attention."""
+
+from __future__ import annotations

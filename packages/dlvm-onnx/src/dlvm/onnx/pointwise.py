@@ -1,0 +1,5 @@
+"""Element-wise operators beyond ops.py's tables: activations, trigonometry, tests, casts and
+bitwise operators.
+"""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Recurrent operators (RNN, GRU, LSTM) lowered to IR loops, so they differentiate through time."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Reductions, scans, arg-reductions and losses."""
+
+from __future__ import annotations
