@@ -1,12 +1,15 @@
 """Imported ONNX models on llvm-cpu against ONNX Runtime and PyTorch eager: inference latency.
 
-    python benchmarks/onnx.py [--repeat N] [--batches 1,64] [--only mlp,cnn,encoder]
+    python benchmarks/onnx.py [--repeat N] [--batches 1,64] [--only mlp,cnn,encoder,bert,resnet18]
                               [--output benchmarks/results/onnx.md]
 
-The three models of packages/dlvm-onnx/tests/fixtures (written by make_models.py there): an
+The models of packages/dlvm-onnx/tests/fixtures: three written by make_models.py there — an
 MLP 64-32-10, a CNN on [batch x 1 x 8 x 8] (convolution, batch norm, max pool, a grouped
 convolution, global average pool, linear) and one pre-LayerNorm transformer encoder block on
-[batch x 8 x 32] (two-head attention, GELU feed-forward), at batch 1 and 64, float32, in one
+[batch x 8 x 32] (two-head attention, GELU feed-forward), at batch 1 and 64 — and two real
+architectures written by make_architectures.py — a BERT classifier from `transformers` (2
+layers, hidden 32, token ids [batch x 16], the attention mask made from them) and a
+ResNet-18 (widths 8 to 64) on [batch x 3 x 32 x 32] images, at batch 1 and 32; float32, in one
 process. Each time is a median over samples after warm-up (a sample: enough back-to-back
 calls to last ≥ 0.2 ms, divided by their number), of the quietest of seven rounds in which
 the frameworks take turns (see `median_times`); every output is checked against ONNX
@@ -20,7 +23,7 @@ Runtime's before it counts.
 - ort 1 thread: ONNX Runtime's CPU provider, `intra_op_num_threads=1`,
                 `inter_op_num_threads=1`, all graph optimizations;
 - ort default:  the same with ONNX Runtime's default threads (one per core);
-- torch eager:  the same models rebuilt by make_models.py, `torch.inference_mode()`, torch's
+- torch eager:  the same models rebuilt by the fixtures' scripts, `torch.inference_mode()`, torch's
                 default threads (skipped when torch is not installed).
 
 The ratios are DLVM's time over ONNX Runtime's (the target: ≤ 1.0× on each). The results
@@ -44,6 +47,7 @@ import statistics  # noqa: E402
 import textwrap  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -54,9 +58,37 @@ import dlvm.onnx  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "packages" / "dlvm-onnx" / "tests" / "fixtures"
 RESULTS = ROOT / "benchmarks" / "results" / "onnx.md"
-MODELS = {"mlp": (64,), "cnn": (1, 8, 8), "encoder": (8, 32)}
+
+
+@dataclass(frozen=True)
+class Model:
+    """A fixture: its input and output names, how an input of a batch is drawn, the batches
+    it is timed at, and the script in fixtures/ that rebuilds it in torch."""
+
+    input: str
+    output: str
+    sample: Callable[[int, np.random.Generator], np.ndarray]
+    batches: tuple[int, ...]
+    builder: str = "make_models"
+    dims: tuple[tuple[str, int], ...] = ()  # sizes given to named dynamic dimensions
+
+
+def normal(*shape: int) -> Callable[[int, np.random.Generator], np.ndarray]:
+    return lambda batch, rng: rng.standard_normal((batch, *shape)).astype(np.float32)
+
+
+MODELS = {
+    "mlp": Model("x", "y", normal(64), (1, 64)),
+    "cnn": Model("x", "y", normal(1, 8, 8), (1, 64)),
+    "encoder": Model("x", "y", normal(8, 32), (1, 64)),
+    "bert": Model("ids", "logits", lambda batch, rng: rng.integers(1, 64, (batch, 16)),
+                  (1, 32), "make_architectures", (("seq", 16),)),
+    "resnet18": Model("x", "logits", normal(3, 32, 32), (1, 32), "make_architectures"),
+}
 DESCRIPTIONS = {"mlp": "MLP 64-32-10", "cnn": "CNN 8×8 (conv-BN-pool-grouped conv)",
-                "encoder": "encoder block 8×32 (2 heads)"}
+                "encoder": "encoder block 8×32 (2 heads)",
+                "bert": "BERT classifier, 2 layers, hidden 32, sequence 16",
+                "resnet18": "ResNet-18 (widths 8–64) 3×32×32"}
 TARGET = 1.0
 NOTES_HEADING = "## What limits it"
 
@@ -153,16 +185,32 @@ def ort_sessions(path: Path) -> dict[str, Any]:
 
 
 def torch_models() -> tuple[Any, Callable[[str], Any] | None]:
+    """torch and a function rebuilding a fixture's model (None where it cannot: torch, or
+    transformers for BERT, not installed)."""
     try:
         import torch
     except ImportError:
         return None, None
     sys.path.insert(0, str(FIXTURES))
     try:
+        import make_architectures
         from make_models import build
     finally:
         sys.path.remove(str(FIXTURES))
-    return torch, build
+
+    def rebuild(name: str) -> Any:
+        if MODELS[name].builder == "make_models":
+            return build(name)
+        torch.manual_seed(0)  # as make_architectures.main builds them, in order
+        try:
+            models = {"bert": make_architectures.BertIds().eval(),
+                      "resnet18": make_architectures.with_running_statistics(
+                          make_architectures.ResNet18())}
+        except ImportError:
+            return None
+        return models.get(name)
+
+    return torch, rebuild
 
 
 # ---------------------------------------------------------------- one model
@@ -171,19 +219,21 @@ def torch_models() -> tuple[Any, Callable[[str], Any] | None]:
 def bench_model(name: str, batches: list[int], args: argparse.Namespace,
                 torch: Any, build: Callable[[str], Any] | None) -> list[dict[str, Any]]:
     path = FIXTURES / f"{name}.onnx"
-    exe = ir.compile(dlvm.onnx.load(path), "llvm-cpu")
-    frozen = ir.compile(dlvm.onnx.load(path, freeze=True), "llvm-cpu")
+    dims = dict(MODELS[name].dims)
+    exe = ir.compile(dlvm.onnx.load(path, dims=dims), "llvm-cpu")
+    frozen = ir.compile(dlvm.onnx.load(path, freeze=True, dims=dims), "llvm-cpu")
     main, main_frozen = exe["main"], frozen["main"]  # looked up once: see the results' notes
     sessions = ort_sessions(path)
     model = build(name) if build is not None else None
     rng = np.random.default_rng(0)
     rows = []
-    for batch in batches:
-        x = rng.standard_normal((batch, *MODELS[name])).astype(np.float32)
+    spec = MODELS[name]
+    for batch in batches or spec.batches:
+        x = spec.sample(batch, rng)
         runs: dict[str, Callable[[], Any]] = {
             "dlvm": lambda x=x: main(x), "dlvm frozen": lambda x=x: main_frozen(x)}
         for label, s in sessions.items():
-            runs[label] = lambda s=s, x=x: s.run(["y"], {"x": x})[0]
+            runs[label] = lambda s=s, x=x: s.run([spec.output], {spec.input: x})[0]
         if model is not None:
             tx = torch.from_numpy(x)
 
@@ -257,7 +307,8 @@ def report(rows: list[dict[str, Any]], machine: dict[str, Any], args: argparse.N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=70)
-    parser.add_argument("--batches", default="1,64")
+    parser.add_argument("--batches", default="",
+                        help="batches for every model (default: each model's own)")
     parser.add_argument("--only", default="")
     parser.add_argument("--output", default=str(RESULTS), help="'' to write no file")
     args = parser.parse_args()
@@ -265,7 +316,7 @@ def main() -> None:
     torch, build = torch_models()
     if torch is None:
         print("torch is not installed: no torch eager column")
-    batches = [int(b) for b in args.batches.split(",")]
+    batches = [int(b) for b in args.batches.split(",") if b]
     rows = []
     for name in MODELS:
         if not args.only or name in args.only.split(","):

@@ -123,3 +123,29 @@ def test_a_loss_of_ones_own_is_linked_into_the_imported_module(tmp_path: Path) -
     assert result.returncode == 1
     assert "module.link[0]: cannot read module" in result.stderr
     assert "missing.dl': it does not exist" in result.stderr
+
+
+BERT = EXAMPLE.parent / "onnx-bert"
+
+
+def test_the_bert_classifier_fine_tunes_and_is_written_back(tmp_path: Path) -> None:
+    """examples/onnx-bert: a Hugging Face BERT classifier learns its made-up task from the
+    ONNX file's weights, and the tuned weights, written back, run in ONNX Runtime."""
+    work = tmp_path / "onnx-bert"
+    shutil.copytree(BERT, work, ignore=shutil.ignore_patterns("out"))
+    result = run_dlvm("run", str(work / "pipeline.toml"))
+    assert result.returncode == 0, result.stderr
+    found = re.search(r"test accuracy: ([\d.]+)%", result.stdout)
+    assert found is not None and float(found.group(1)) > 90.0, result.stdout
+    tuned = work / "out" / "tuned.onnx"
+    result = run_dlvm("onnx", "update", str(work / "bert.onnx"), "--params",
+                      str(work / "out" / "pipeline" / "latest" / "params.npz"), "-o",
+                      str(tuned))
+    assert result.returncode == 0, result.stderr
+    ort = pytest.importorskip("onnxruntime")
+    ids = np.load(work / "tokens.npz")["ids"][:64]
+    labels = np.load(work / "tokens.npz")["labels"][:64]
+    (logits,) = ort.InferenceSession(str(tuned)).run(None, {"ids": ids})
+    assert (logits.argmax(axis=1) == labels).mean() > 0.9
+    exe = ir.compile(dlvm.onnx.load(tuned), "interp")
+    np.testing.assert_allclose(exe["main"](ids), logits, rtol=1e-3, atol=1e-4)

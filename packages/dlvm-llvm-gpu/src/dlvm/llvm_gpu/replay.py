@@ -12,12 +12,13 @@ and no Python per instruction (TinyJit's captured launches, numba's dispatcher k
 argument types).
 
 A walk is not replayable, and its signature keeps walking, when it read device data on the
-host (a branch on a computed value, a host instruction on a device array), drew random
-numbers, ran a host instruction that is not pure (memory, globals), or returned something
+host (a branch on a computed value, a host instruction on a device array), used memory
+that outlives the call (globals, boxes), or returned something
 other than arrays and scalars. Replays check run-time errors (error words of kernels with
 error sites) when results come back, not with a synchronization per launch.
 
-On a GPU, a replay that has run twice is captured as a CUDA graph (`graph.py`).
+On a GPU, a replay that has run twice is captured as a CUDA graph (`Replay.capture`);
+`random` draws from a counter on the device, which the graph advances like any kernel.
 """
 
 from __future__ import annotations

@@ -24,17 +24,39 @@ def import_command(
         "--freeze", help="Initializers as constants: @main only, nothing to train.")] = False,
     output: Annotated[str, typer.Option(
         "--output", "-o", metavar="OUT", help="Write the IR here ('-': stdout).")] = "-",
+    dim: Annotated[list[str] | None, typer.Option(
+        "--dim", metavar="NAME=SIZE", help="Give a named dynamic dimension a size (repeat "
+        "for several), e.g. --dim seq=128.")] = None,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Say on stderr what was done to the model (an older opset "
+        "converted).")] = False,
 ) -> None:
     """Print a model as DLVM IR (the parameters' tuple, @forward, @init_params, @main…)."""
     from .importer import load  # onnx loads when a command runs, not when `dlvm` starts
 
     if output != "-":  # before any work
         check_output(output, inputs=[file])
-    text = str(load(file, freeze=freeze))
+    notes: list[str] = []
+    text = str(load(file, freeze=freeze, notes=notes, dims=parse_dims(dim or [])))
+    if verbose:
+        for line in notes:
+            typer.echo(line, err=True)
     if output == "-":
         typer.echo(text, nl=False)
         return
     write_atomic(output, text)
+
+
+def parse_dims(items: list[str]) -> dict[str, int]:
+    """`NAME=SIZE` options as a dictionary; a malformed one is a usage error."""
+    dims = {}
+    for item in items:
+        name, eq, size = item.partition("=")
+        if not eq or not name or not size.strip().isdigit():
+            raise typer.BadParameter(f"expected NAME=SIZE, found '{item}'",
+                                     param_hint="--dim")
+        dims[name.strip()] = int(size)
+    return dims
 
 
 @app.command("update")

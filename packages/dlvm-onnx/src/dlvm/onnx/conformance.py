@@ -1,6 +1,7 @@
 """ONNX's own backend test cases, run through the importer and the reference interpreter.
 
     python -m dlvm.onnx.conformance [node|wheel] [--verbose] [--filter REGEX]
+    python -m dlvm.onnx.conformance --record     # both kinds, into conformance.json
 
 `node`: the operator tests of the installed onnx (`onnx.backend.test.loader`, one case per
 `expect(...)` of `onnx/backend/test/case/node`); `wheel`: the model tests shipped as files in
@@ -15,15 +16,18 @@ inputs and the outputs ONNX expects. It ends in one of:
 - `not numeric`: its inputs or outputs are not numeric tensors (strings, sequences,
   optionals), which DLVM functions do not take.
 
-An input that a converter needs at import (a shape, axes, pads: an exporter writes them as
-initializers or computes them from `Shape`) is bound to the case's value when the model
-with every input free is refused for that reason: the case then runs with those inputs as
-initializers, as an exported model would have them.
+When the model with every input free is refused, its integer inputs of rank 0 or 1 (shapes,
+axes, pads, sizes, counts: an exporter writes them as initializers or computes them from
+`Shape`) are bound to the case's values: the case then runs with them as initializers, as
+an exported model would have them (counted apart: `Outcome.bound`). A case whose inputs
+would all be bound stays refused: ONNX's reference implementation, evaluating it at import,
+would compute it, not DLVM.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import warnings
@@ -49,6 +53,9 @@ NUMERIC = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLO
            onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
            onnx.TensorProto.BOOL}
 MAX_STEPS = 5_000_000
+# the outcome of every case at the last `--record`, which the README's figures and operator
+# table are generated from (a test checks that it is what a run gives)
+RESULTS = Path(__file__).resolve().parents[3] / "conformance.json"
 
 
 @dataclass
@@ -156,15 +163,13 @@ def import_case(case: Case) -> tuple[ir.Module, list[int]]:
     the model is refused with them free because a converter needs them at import."""
     try:
         return imported(case.model), []
-    except ir.DlvmError as e:
-        if "known at import" not in str(e) and "computed at run time" not in str(e):
+    except ir.DlvmError:
+        inputs = case.data_sets[0][0]
+        bound = [k for k, x in enumerate(inputs)
+                 if x.dtype.kind in "iu" and x.ndim <= 1 and
+                 all(np.array_equal(s[0][k], x) for s in case.data_sets)]
+        if not bound or len(bound) == len(inputs):  # all constant: nothing left to DLVM
             raise
-        first = e
-    bound = [k for k, x in enumerate(case.data_sets[0][0])
-             if x.dtype.kind in "iub" and x.ndim <= 1 and
-             all(np.array_equal(s[0][k], x) for s in case.data_sets)]
-    if not bound:
-        raise first
     return imported(with_initializers(case.model, bound, case.data_sets[0][0])), bound
 
 
@@ -253,12 +258,49 @@ def summary(outcomes: Sequence[Outcome]) -> str:
     return f"{len(outcomes)} cases: {parts}; {rate:.1%} of the numeric cases pass"
 
 
+def recorded() -> dict[str, dict[str, list[str]]]:
+    """{kind: {case: [status, op types]}} as last recorded (empty without the file)."""
+    if not RESULTS.exists():
+        return {}
+    data = json.loads(RESULTS.read_text(encoding="utf-8"))
+    return {k: v for k, v in data.items() if k != "onnx"}
+
+
+def recorded_onnx_version() -> str:
+    """The version of onnx whose cases were recorded (other versions have other cases)."""
+    if not RESULTS.exists():
+        return ""
+    return str(json.loads(RESULTS.read_text(encoding="utf-8")).get("onnx", ""))
+
+
+def as_record(cases: Sequence[Case], outcomes: Sequence[Outcome]) -> dict[str, list[str]]:
+    ops = {c.name: sorted({n.op_type for n in c.model.graph.node}) for c in cases}
+    return {o.name: [o.status + (" (bound)" if o.bound else ""), *ops[o.name]]
+            for o in outcomes}
+
+
+def record() -> None:
+    results: dict[str, Any] = {"onnx": onnx.__version__}
+    for kind, load in (("node", node_cases), ("wheel", wheel_cases)):
+        cases = load()
+        outcomes = run_all(cases)
+        results[kind] = as_record(cases, outcomes)
+        print(f"{kind}: {summary(outcomes)}")
+    RESULTS.write_text(json.dumps(results, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {RESULTS}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dlvm.onnx.conformance")
     parser.add_argument("kind", choices=("node", "wheel"), nargs="?", default="node")
     parser.add_argument("--filter", default="", help="a regular expression on case names")
     parser.add_argument("--verbose", action="store_true", help="a line per case")
+    parser.add_argument("--record", action="store_true",
+                        help=f"run both kinds and write every outcome to {RESULTS.name}")
     args = parser.parse_args(argv)
+    if args.record:
+        record()
+        return 0
     cases = node_cases() if args.kind == "node" else wheel_cases()
     outcomes = run_all(cases, args.filter)
     for o in outcomes:

@@ -30,9 +30,18 @@ NUMPY = {F32: np.float32, F64: np.float64, F16: np.float16, I8: np.int8, I16: np
 @dataclass
 class ShapeVector:
     """An int64 tensor computed from shapes at import: known sizes, None where a dimension
-    is dynamic (`Shape` of a batch, then Gather, Concat, … of it), as a numpy object array."""
+    is dynamic (`Shape` of a batch, then Gather, Concat, … of it), as a numpy object array.
+    `origins`, of the same shape, says for a dynamic size copied from a tensor's shape which
+    one: (the tensor's value, the axis) — what a tensor of that size is made from."""
 
     dims: Any
+    origins: Any = None
+
+    def origin(self, k: int) -> tuple[Value, int] | None:
+        if self.origins is None:
+            return None
+        found = self.origins.reshape(-1)[k]
+        return found if isinstance(found, tuple) else None
 
 
 Input = Value | np.ndarray | ShapeVector | None
@@ -122,6 +131,62 @@ class NodeContext:
     def axis(self, a: int, rank: int) -> int:
         """`a` (−1 is the last axis) from the start; out of range is refused (`Invalid`)."""
         return indices.axis(a, rank)
+
+    def target_shape(self, i: int, what: str) -> tuple[list[int | None], list[Any]]:
+        """Input i as a shape: its sizes (None: dynamic) and, for each dynamic one, where it
+        comes from (`ShapeVector.origin`); refused when a dynamic size has no origin."""
+        x = self.inputs[i] if i < len(self.inputs) else None
+        if not isinstance(x, ShapeVector):
+            return [int(v) for v in self.ints(i, what)], []
+        sizes = [None if d is None else int(d) for d in x.dims.reshape(-1)]
+        origins = [x.origin(k) for k in range(len(sizes))]
+        if any(d is None and o is None for d, o in zip(sizes, origins, strict=True)):
+            raise Unsupported(f"{what} (input {i}) has a size computed from a dynamic one")
+        return sizes, origins
+
+    def broadcast_to(self, x: Value, sizes: list[int | None], origins: list[Any]) -> Value:
+        """x broadcast by numpy's rules to `sizes`, whose dynamic sizes are those of the
+        tensors in `origins` (known only at run time): x plus zeros of each of them."""
+        t = self.type_of(x)
+        if t.dtype == BOOL:  # as 0/1 integers, then back
+            one, zero = constant(1, scalar(I8)), constant(0, scalar(I8))
+            wide = self.broadcast_to(self.b.select(one, zero, x), sizes, origins)
+            return self.b.notEqual(wide, zero)
+        rank = max(len(sizes), t.rank)
+        static = [1 if d is None else d for d in sizes]
+        out = self.broadcast_add(x, self.b.literal(0.0 if t.dtype.is_float else 0,
+                                                   TensorType(tuple(static), t.dtype)))
+        for k, (d, origin) in enumerate(zip(sizes, origins or [None] * len(sizes),
+                                            strict=True)):
+            if d is None:
+                out = self.broadcast_add(out, self.zeros_along(origin, k + rank - len(sizes),
+                                                               rank, t.dtype))
+        return out
+
+    def broadcast_add(self, x: Value, y: Value) -> Value:
+        rx, ry = self.rank(x), self.rank(y)
+        while 0 < rx < ry:
+            x, rx = self.b.padShape(x, 0), rx + 1
+        while 0 < ry < rx:
+            y, ry = self.b.padShape(y, 0), ry + 1
+        return self.b.add(x, y)
+
+    def zeros_along(self, origin: tuple[Value, int], position: int, rank: int,
+                    dtype: DataType) -> Value:
+        """Zeros of `dtype` of size 1 along every axis of `rank` but `position`, where the
+        size is that of the tensor `origin[0]` along its axis `origin[1]`."""
+        source, axis = origin
+        b = self.b
+        src_t = self.type_of(source)
+        zero = constant(0.0 if dtype.is_float else 0, scalar(dtype))
+        flag = b.notEqual(source, source)  # any values (NaN too): only the shape matters
+        zeros = b.select(zero, zero, flag)
+        other = [k for k in range(src_t.rank) if k != axis]
+        line = b.reduce(zeros, "add", zero, other) if other else zeros  # sums of zeros: 0
+        for k in range(rank):
+            if k != position:
+                line = b.padShape(line, k)
+        return line
 
     def number(self, x: float, like: Value) -> Value:
         dt = self.type_of(like).dtype

@@ -39,6 +39,7 @@ from . import indices
 from .context import DTYPES, NodeContext, ShapeVector, array_literal, dtype_of
 from .errors import Invalid, TooLarge, Unsupported
 from .ops import CONVERTERS
+from .reductions import hardmax_flattened
 from .shapes import check_graph, input_dims, tensor_array
 
 MIN_OPSET = 13
@@ -49,9 +50,10 @@ MAX_MODEL_BYTES = 2 * 1024**3
 MAX_FOLDED_ELEMENTS = 2**26
 FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
 # inputs that are statistics or settings, not weights to train
-FIXED_INPUTS = {"BatchNormalization": (3, 4)}
+FIXED_INPUTS = {"BatchNormalization": (3, 4), "OneHot": (1,)}  # OneHot: its depth
 SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast", "Identity", "Add",
-             "Sub", "Mul", "Div")
+             "Sub", "Mul", "Div", "Reshape", "Equal", "Where")
+DATA_OPS = ("Reshape", "Equal", "Where")  # with a tensor among their inputs: a conversion
 
 
 def sanitize(name: str) -> str:
@@ -71,9 +73,12 @@ POISON = Poisoned()
 
 class Importer:
     def __init__(self, model: onnx.ModelProto, *, freeze: bool = False,
-                 name: str | None = None, source: str = "<onnx>") -> None:
+                 name: str | None = None, source: str = "<onnx>",
+                 dims: dict[str, int] | None = None) -> None:
         self.source = source
         self.notes: list[str] = []  # what was done to the model on the way (`--verbose`)
+        if dims:
+            model = with_dims(model, dims, source)
         model = self.checked(self.upgraded(model))
         self.opset = default_opset(model)
         self.model = model
@@ -98,6 +103,7 @@ class Importer:
             return model
         if opset < 7:
             model = prelu_slopes_broadcast(model)
+        model = hardmax_flattened(model, opset, self.source)
         try:
             converted = onnx.version_converter.convert_version(model, UPGRADE_OPSET)
         except Exception as e:
@@ -203,7 +209,11 @@ class Importer:
         if isinstance(v, Value):
             return v
         if isinstance(v, np.ndarray):
-            return array_literal(b, v)
+            try:
+                return array_literal(b, v)
+            except Unsupported as e:
+                raise ir.FrontendError(f"{self.source}: error: output '{name}' is a constant "
+                                       f"of an {e}, which DLVM does not have") from None
         raise ir.FrontendError(f"{self.source}: error: output '{name}' is not computed by the "
                                "graph")
 
@@ -268,14 +278,26 @@ class Importer:
         if op == "Shape":
             return [self.shape_of(node, inputs[0])]
         present = [x for x in inputs if x is not None]
-        if all(isinstance(x, np.ndarray) for x in present):
+        # ONNX's reference RNN, GRU and LSTM ignore sequence_lens, clip and activations
+        if all(isinstance(x, np.ndarray) for x in present) and op not in ("RNN", "GRU", "LSTM"):
             return self.fold(node, inputs)
-        if any(isinstance(x, ShapeVector) for x in present) and op in SHAPE_OPS:
+        if any(isinstance(x, ShapeVector) for x in present) and op in SHAPE_OPS and not (
+                op in DATA_OPS and any(isinstance(x, Value) for x in present)):
             return [shape_arithmetic(node, inputs)]
+        c = NodeContext(node, inputs, b, self.opset, self.module)
         converter = CONVERTERS.get(op)
+        if converter is None and op != "ConstantOfShape":
+            raise Unsupported("no conversion for this operator")
+        if op == "Expand" and len(inputs) > 1 and isinstance(inputs[1], ShapeVector):
+            return [c.broadcast_to(c.value(0), *c.target_shape(1, "the shape"))]
+        if op == "ConstantOfShape" and isinstance(inputs[0], ShapeVector):
+            value = c.attr("value")
+            fill = np.zeros(1, np.float32) if value is None else onnx.numpy_helper.to_array(
+                value).reshape(-1)
+            return [c.broadcast_to(c.literal(fill[0]), *c.target_shape(0, "the shape"))]
         if converter is None:
             raise Unsupported("no conversion for this operator")
-        return converter(NodeContext(node, inputs, b, self.opset, self.module))
+        return converter(c)
 
     def shape_of(self, node: onnx.NodeProto, x: Any) -> Any:
         if isinstance(x, np.ndarray):
@@ -284,13 +306,18 @@ class Importer:
             t = self.module.resolve(x.type)
             assert isinstance(t, TensorType)
             dims = list(t.shape)
+        elif isinstance(x, ShapeVector):
+            dims = list(x.dims.shape)  # a vector's own shape is known at import
         else:
-            raise Unsupported("the shape of a shape vector")
+            raise Unsupported("the shape of an absent input")
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        dims = dims[slice(attrs.get("start", 0), attrs.get("end"))]
+        origins = [(x, k) if d is None and isinstance(x, Value) else None
+                   for k, d in enumerate(dims)]
+        window = slice(attrs.get("start", 0), attrs.get("end"))
+        dims, origins = dims[window], origins[window]
         if all(d is not None for d in dims):
             return np.array(dims, np.int64)
-        return ShapeVector(np.array(dims, dtype=object))
+        return ShapeVector(np.array(dims, dtype=object), object_array(origins))
 
     def fold(self, node: onnx.NodeProto, inputs: list[Any]) -> list[Any]:
         """A node of constant inputs, computed now by ONNX's reference implementation (unless
@@ -392,6 +419,31 @@ class Importer:
         b.ret(b.tuple([*updated, loss]))
 
 
+def with_dims(model: onnx.ModelProto, dims: dict[str, int], source: str) -> onnx.ModelProto:
+    """The model with each dimension named in `dims` given that size (inputs, outputs and
+    value_info); a name the model does not use, or a size below 1, is refused."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    used: set[str] = set()
+    for info in [*out.graph.input, *out.graph.output, *out.graph.value_info]:
+        if not info.type.HasField("tensor_type"):
+            continue
+        for d in info.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param in dims:
+                used.add(d.dim_param)
+                size = dims[d.dim_param]
+                d.Clear()
+                d.dim_value = size
+    for name, size in dims.items():
+        if name not in used:
+            raise ir.FrontendError(f"{source}: error: the model has no dimension named "
+                                   f"'{name}'")
+        if not isinstance(size, int) or size < 1:
+            raise ir.FrontendError(f"{source}: error: dimension '{name}' must be a size ≥ 1, "
+                                   f"found {size!r}")
+    return out
+
+
 def default_opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
@@ -448,10 +500,57 @@ COMPUTED = "computed"  # a size computed from a dynamic one (2·batch): not a co
 def shape_arithmetic(node: onnx.NodeProto, inputs: list[Any]) -> Any:
     """Shape vectors (dynamic sizes are None) through the few operators that build a
     Reshape's target: indexing, (un)squeezing, concatenation, slicing, casts, arithmetic."""
+    dims = arithmetic_on(node, [x.dims if isinstance(x, ShapeVector) else (
+        np.asarray(x).astype(object) if x is not None else None) for x in inputs], inputs)
+    origins = None
+    if node.op_type in STRUCTURAL:  # the same moves on where dynamic sizes come from
+        origins = arithmetic_on(node, [origins_of(x) for x in inputs], inputs)
+    elif node.op_type == "Where":  # chosen by the condition the sizes gave
+        cond = np.asarray(shape_arithmetic_condition(inputs[0]))
+        cond, a, b = np.broadcast_arrays(cond, origins_of(inputs[1]), origins_of(inputs[2]))
+        origins = np.where(cond.astype(bool), a, b)
+    out = np.asarray(dims, dtype=object)
+    if all(v is not None and v is not COMPUTED for v in out.reshape(-1)):
+        return out.astype(np.bool_ if node.op_type == "Equal" else np.int64)
+    return ShapeVector(out, None if origins is None else as_object(origins))
+
+
+def shape_arithmetic_condition(x: Any) -> Any:
+    return x.dims if isinstance(x, ShapeVector) else np.asarray(x)
+
+
+STRUCTURAL = ("Cast", "Identity", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice",
+              "Reshape")
+
+
+def origins_of(x: Any) -> Any:
+    """Where each entry of a shape vector's dynamic sizes comes from (None: a known size)."""
+    if x is None:
+        return None
+    if isinstance(x, ShapeVector):
+        return x.origins if x.origins is not None else np.full(x.dims.shape, None, object)
+    return np.full(np.shape(x), None, object)
+
+
+def as_object(x: Any) -> np.ndarray:
+    """An object array as it is; one element picked out of one (a tuple) as a 0-d array."""
+    if isinstance(x, np.ndarray):
+        return x
+    out = np.empty((), dtype=object)
+    out[()] = x
+    return out
+
+
+def object_array(items: list[Any]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items  # tuples as entries, not as rows
+    return out
+
+
+def arithmetic_on(node: onnx.NodeProto, arrays: list[Any], inputs: list[Any]) -> Any:
+    """The node's operation on object arrays (of sizes, or of their origins)."""
     op = node.op_type
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    arrays: list[Any] = [x.dims if isinstance(x, ShapeVector) else (
-        np.asarray(x).astype(object) if x is not None else None) for x in inputs]
     x: Any = arrays[0]
     if op in ("Cast", "Identity"):
         out = x
@@ -470,6 +569,23 @@ def shape_arithmetic(node: onnx.NodeProto, inputs: list[Any]) -> Any:
         out = np.concatenate([a.reshape(-1) for a in arrays if a is not None])
     elif op == "Slice":
         out = x[slicer(inputs, x.ndim)]
+    elif op == "Equal":  # a size is never negative: equal to −1 (Reshape's "infer") or not
+        a, b = np.broadcast_arrays(arrays[0], arrays[1])
+        out = np.array([size_equal(p, q) for p, q in zip(a.reshape(-1), b.reshape(-1),
+                                                         strict=True)],
+                       dtype=object).reshape(a.shape)
+    elif op == "Where":
+        cond, a, b = np.broadcast_arrays(*arrays[:3])
+        if any(c is None or c is COMPUTED for c in cond.reshape(-1)):
+            raise Unsupported("Where on a condition computed from dynamic sizes")
+        out = np.where(cond.astype(bool), a, b)
+    elif op == "Reshape":
+        if not isinstance(inputs[0], ShapeVector):
+            raise Unsupported("Reshape to a shape with dynamic sizes")
+        target = constant_ints(inputs, 1, "shape")
+        dims = [x.shape[k] if d == 0 and not attrs.get("allowzero", 0) else d
+                for k, d in enumerate(target)]
+        out = x.reshape(dims)
     else:
         a, b = np.broadcast_arrays(arrays[0], arrays[1])
         fn = {"Add": lambda p, q: p + q, "Sub": lambda p, q: p - q,
@@ -478,10 +594,17 @@ def shape_arithmetic(node: onnx.NodeProto, inputs: list[Any]) -> Any:
                         else fn(p, q)
                         for p, q in zip(a.reshape(-1), b.reshape(-1), strict=True)],
                        dtype=object).reshape(a.shape)
-    out = np.asarray(out, dtype=object)
-    if all(v is not None and v is not COMPUTED for v in out.reshape(-1)):
-        return out.astype(np.int64)
-    return ShapeVector(out)
+    return out
+
+
+def size_equal(p: Any, q: Any) -> Any:
+    """p == q for entries of shape vectors (None: a dynamic size, which is ≥ 0)."""
+    known = [v for v in (p, q) if v is not None and v is not COMPUTED]
+    if len(known) == 2:
+        return bool(known[0] == known[1])
+    if known and int(known[0]) < 0:
+        return False
+    raise Unsupported("Equal of a dynamic size with a size")
 
 
 def constant_ints(inputs: list[Any], i: int, what: str) -> list[int]:
@@ -535,11 +658,18 @@ def read_model(path: str | Path) -> onnx.ModelProto:
 
 
 def load(model: str | Path | onnx.ModelProto, *, freeze: bool = False,
-         name: str | None = None) -> ir.Module:
-    """A DLVM module from an ONNX file or `ModelProto` (see the module docstring)."""
+         name: str | None = None, notes: list[str] | None = None,
+         dims: dict[str, int] | None = None) -> ir.Module:
+    """A DLVM module from an ONNX file or `ModelProto` (see the module docstring); `notes`
+    receives a line for each thing done to the model on the way (an opset upgraded);
+    `dims` gives named dynamic dimensions (`dim_param`s) a size, as ONNX Runtime's free
+    dimension overrides do: `{"seq": 128}` for a model run on sequences of one length."""
     source = "<model>"
     if not isinstance(model, onnx.ModelProto):
         source = str(model)
         model = read_model(source)
         name = name or Path(source).stem
-    return Importer(model, freeze=freeze, name=name, source=source).run()
+    importer = Importer(model, freeze=freeze, name=name, source=source, dims=dims)
+    if notes is not None:
+        notes.extend(importer.notes)
+    return importer.run()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dlvm.ir import Value, constant
-from dlvm.ir.types import BOOL, I64, TensorType, scalar
+from dlvm.ir.types import BOOL, I8, I64, TensorType, scalar
 
 from .context import DTYPES, NodeContext, ShapeVector
 from .errors import Invalid, Unsupported
@@ -204,6 +204,16 @@ def _cast(c: NodeContext) -> list[Value]:
     return [x if c.type_of(x).dtype == to else c.b.dataTypeCast(x, to)]
 
 
+@converts("CastLike")
+def _cast_like(c: NodeContext) -> list[Value]:
+    """x converted to the element type of the second input (`Cast` with `to` from it)"""
+    x, like = c.value(0), c.value(1)
+    to = c.type_of(like).dtype
+    if c.attr("saturate", 1) != 1:
+        raise Unsupported("CastLike with saturate=0 (float8 targets)")
+    return [x if c.type_of(x).dtype == to else c.b.dataTypeCast(x, to)]
+
+
 @converts("Identity", "Dropout")
 def _identity(c: NodeContext) -> list[Value]:
     """inference: the input unchanged (Dropout's mask output is not supported)"""
@@ -261,8 +271,10 @@ def matmul(c: NodeContext, a: Value, b: Value) -> Value:
     if ra > 2 and rb == 2:  # a stack times a matrix: one product of the rows
         ta = c.type_of(a)
         shape = (*ta.shape[:-1], c.type_of(b).shape[-1])
-        if sum(d is None for d in shape) > 1:
-            raise Unsupported("MatMul with several dynamic dimensions in its result")
+        if sum(d is None for d in shape) > 1:  # rows not flattened into one: b per batch
+            sizes = [*ta.shape[:-2], 1, 1]  # a's batch dimensions; b's own as they are
+            origins = [(a, k) if d is None else None for k, d in enumerate(sizes)]
+            return c.b.dot(a, c.broadcast_to(b, sizes, origins))
         out = c.b.dot(c.b.shapeCast(a, (None, ta.shape[-1])), b)
         return c.b.shapeCast(out, shape)
     if ra == 2 and rb > 2:  # a matrix times a stack: a·b = (bᵀ·aᵀ)ᵀ
@@ -329,44 +341,6 @@ def channel_vector(c: NodeContext, v: Value, rank: int) -> Value:
     return out
 
 
-@converts("BatchNormalization")
-def _batch_norm(c: NodeContext) -> list[Value]:
-    """inference: (x − mean) / √(var + ε) · scale + bias, per channel"""
-    if c.attr("training_mode", 0):
-        raise Unsupported("BatchNormalization in training mode")
-    if len([o for o in c.node.output if o]) > 1:
-        raise Unsupported("BatchNormalization's running-statistics outputs")
-    x = c.value(0)
-    rank = c.rank(x)
-    scale, bias, mean, var = (channel_vector(c, c.value(i), rank) for i in range(1, 5))
-    eps = c.attr("epsilon", 1e-5)
-    b = c.b
-    inv = b.rsqrt(b.add(var, c.number(eps, x)))
-    return [b.add(b.multiply(b.multiply(b.subtract(x, mean), inv), scale), bias)]
-
-
-@converts("LayerNormalization")
-def _layer_norm(c: NodeContext) -> list[Value]:
-    """(x − mean) / √(var + ε) · scale + bias over the dimensions from `axis` on"""
-    if len([o for o in c.node.output if o]) > 1:
-        raise Unsupported("LayerNormalization's mean and inverse-deviation outputs")
-    x = c.value(0)
-    rank = c.rank(x)
-    axis = c.axis(c.attr("axis", -1), rank)
-    axes = list(range(axis, rank))
-    eps = c.attr("epsilon", 1e-5)
-    b = c.b
-    n = count(c, x, axes)
-    mean = keep_axes(c, b.divide(b.reduce(x, "add", c.number(0, x), axes), n), axes)
-    d = b.subtract(x, mean)
-    var = keep_axes(c, b.divide(b.reduce(b.multiply(d, d), "add", c.number(0, x), axes), n), axes)
-    out: Value = b.multiply(d, b.rsqrt(b.add(var, c.number(eps, x))))
-    out = binary(c, "multiply", out, c.value(1))
-    if c.has(2):
-        out = binary(c, "add", out, c.value(2))
-    return [out]
-
-
 # ------------------------------------------------------------------ convolution and pooling
 
 
@@ -405,26 +379,51 @@ def _conv(c: NodeContext) -> list[Value]:
     return [out]
 
 
-def window_mode(c: NodeContext, x: Value, kernel: list[int], strides: list[int]) -> str:
-    """DLVM's pooling paddings: none, or half (ONNX's SAME_UPPER, and explicit pads equal
-    to it)."""
-    if c.attr("ceil_mode", 0):
-        raise Unsupported("ceil_mode=1")
+def window_pads(c: NodeContext, x: Value, kernel: list[int], strides: list[int]
+                ) -> tuple[list[tuple[int, int]], list[int]]:
+    """A pooling's padding (low, high) per spatial dimension, and with `ceil_mode` the
+    cells added at the high end so that the last, partial window is taken (ONNX's rule:
+    a window that would start in the high padding is not)."""
     if any(d != 1 for d in c.attr("dilations", [1] * len(kernel))):
         raise Unsupported("pooling with dilations")
     pads = spatial_padding(c, x, kernel, strides, [1] * len(kernel))
-    if all(p == (0, 0) for p in pads):
-        return "none"
-    shape = c.type_of(x).shape[2:]
-    half = []
-    for i, s in enumerate(shape):
-        if s is None:
+    extra = [0] * len(kernel)
+    if c.attr("ceil_mode", 0):
+        for i, s in enumerate(c.type_of(x).shape[2:]):
+            if s is None:
+                raise Unsupported("ceil_mode over a dynamic spatial dimension")
+            low, high = pads[i]
+            span = s + low + high - kernel[i]
+            if span < 0:
+                continue
+            out = -(-span // strides[i]) + 1
+            if (out - 1) * strides[i] >= s + low:
+                out -= 1
+            extra[i] = max((out - 1) * strides[i] + kernel[i] - (s + low + high), 0)
+    return pads, extra
+
+
+def padded(c: NodeContext, x: Value, pads: list[tuple[int, int]], fill: float) -> Value:
+    """x with `fill` cells before and after each spatial dimension: blocks made from x's
+    own slices (so dynamic batch and channel sizes fit), every cell `fill`."""
+    out = x
+    for i, (low, high) in enumerate(pads):
+        axis = 2 + i
+        size = c.type_of(out).shape[axis]
+        if size is None and (low or high):
             raise Unsupported("padded pooling over a dynamic spatial dimension")
-        total = max((math.ceil(s / strides[i]) - 1) * strides[i] + kernel[i] - s, 0)
-        half.append((total // 2, total - total // 2))
-    if pads == half:
-        return "half"
-    raise Unsupported(f"pooling pads (low, high) {pads} (only none, and SAME_UPPER's)")
+        parts = []
+        for n in (low, high):
+            if n == 0:
+                parts.append(None)
+                continue
+            edge = slice_axis(c, out, axis, 0, 1)
+            block = c.b.concatenate([edge] * n, axis) if n > 1 else edge
+            value = c.number(fill, x)
+            parts.append(c.b.select(value, value, c.b.equal(block, block)))
+        pieces = [v for v in (parts[0], out, parts[1]) if v is not None]
+        out = c.b.concatenate(pieces, axis) if len(pieces) > 1 else out
+    return out
 
 
 @converts("MaxPool", "AveragePool")
@@ -437,16 +436,24 @@ def _pool(c: NodeContext) -> list[Value]:
     x = c.value(0)
     kernel = list(c.attr("kernel_shape"))
     strides = list(c.attr("strides", [1] * len(kernel)))
-    mode = window_mode(c, x, kernel, strides)
+    pads, extra = window_pads(c, x, kernel, strides)
     dims, steps = [1, 1, *kernel], [1, 1, *strides]
     b = c.b
     if c.node.op_type == "MaxPool":
-        return [b.reduceWindow(x, "max", c.number(-math.inf, x), dims, steps, mode)]
-    total = b.reduceWindow(x, "add", c.number(0, x), dims, steps, mode)
-    if mode == "none" or c.attr("count_include_pad", 0):
+        wide = padded(c, x, [(lo, hi + e) for (lo, hi), e in zip(pads, extra, strict=True)],
+                      -math.inf)
+        return [b.reduceWindow(wide, "max", c.number(-math.inf, x), dims, steps, "none")]
+    include = bool(c.attr("count_include_pad", 0))
+    if include and any(extra):
+        raise Unsupported("AveragePool with ceil_mode and count_include_pad")
+    all_pads = [(lo, hi + e) for (lo, hi), e in zip(pads, extra, strict=True)]
+    total = b.reduceWindow(padded(c, x, all_pads, 0), "add", c.number(0, x), dims, steps,
+                           "none")
+    if include or all(p == (0, 0) for p in all_pads):
         return [b.divide(total, c.number(math.prod(kernel), x))]
     ones = b.select(c.number(1, x), c.number(1, x), b.equal(x, x))
-    cells = b.reduceWindow(ones, "add", c.number(0, x), dims, steps, mode)
+    cells = b.reduceWindow(padded(c, ones, all_pads, 0), "add", c.number(0, x), dims, steps,
+                           "none")
     return [b.divide(total, cells)]
 
 
@@ -466,6 +473,7 @@ def _global_pool(c: NodeContext) -> list[Value]:
 
 @converts("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
 def _reduce(c: NodeContext) -> list[Value]:
+    """Σ, mean, max (booleans: any), min (booleans: all) or Π of x along axes"""
     x = c.value(0)
     op = c.node.op_type
     from_input = (op == "ReduceSum" and c.opset >= 13) or c.opset >= 18
@@ -477,6 +485,12 @@ def _reduce(c: NodeContext) -> list[Value]:
         return [keep_axes(c, out, axes) if keep and axes else out]
     combinator, init = {"ReduceSum": ("add", 0), "ReduceMax": ("max", -math.inf),
                         "ReduceMin": ("min", math.inf), "ReduceProd": ("multiply", 1)}[op]
+    if c.type_of(x).dtype == BOOL:  # max of booleans: any (empty: false); min: all (true)
+        if op not in ("ReduceMax", "ReduceMin"):
+            raise Unsupported(f"{op} of booleans")
+        fold, unit = ("or", False) if op == "ReduceMax" else ("and", True)
+        out = c.b.reduce(x, fold, constant(unit, scalar(BOOL)), axes) if axes else x
+        return [keep_axes(c, out, axes) if keep and axes else out]
     if not c.type_of(x).dtype.is_float and op in ("ReduceMax", "ReduceMin"):
         info = np.iinfo(np.dtype(f"int{c.type_of(x).dtype.bits}"))
         init = info.min if op == "ReduceMax" else info.max
@@ -524,9 +538,59 @@ def _reshape(c: NodeContext) -> list[Value]:
     shape_in = c.inputs[1]
     if isinstance(shape_in, ShapeVector):
         target = list(shape_in.dims)
+        for k, d in enumerate(target):  # a size of x's own shape at its place: a copy
+            if d is None and shape_in.origin(k) == (x, k):
+                target[k] = 0
     else:
         target = [int(v) for v in c.ints(1, "the shape")]
-    return [c.b.shapeCast(x, reshape_target(c, x, target, bool(c.attr("allowzero", 0))))]
+    allow_zero = bool(c.attr("allowzero", 0))
+    try:
+        return [c.b.shapeCast(x, reshape_target(c, x, target, allow_zero))]
+    except Unsupported:
+        kept = reshape_behind_dynamic(c, x, target, allow_zero)
+        if kept is None:
+            raise
+        return [kept]
+
+
+def reshape_behind_dynamic(c: NodeContext, x: Value, target: list[int | None],
+                           allow_zero: bool) -> Value | None:
+    """A reshape that keeps x's leading dimensions — every dynamic one among them — and
+    rearranges only the static ones behind them ([b, s, 2, 24] → [b, s, 48], [b, s, 768] →
+    [b, s, 12, 64]), which `shapeCast` cannot write with two `_`: the trailing dimensions
+    merged into one and split again, by slices and concatenations (row-major order, so
+    exactly a reshape). None when the target is not of that form."""
+    shape = c.type_of(x).shape
+    p = 0
+    while p < min(len(target), len(shape)) and (
+            (target[p] == 0 and not allow_zero) or (shape[p] is not None and
+                                                    target[p] == shape[p])):
+        p += 1
+    rest = target[p:]
+    if any(d is None for d in shape[p:]) or any(not isinstance(d, int) or d == 0 or d < -1
+                                                 for d in rest) or rest.count(-1) > 1:
+        return None
+    size = math.prod(shape[p:])  # type: ignore[arg-type]
+    known = math.prod(d for d in rest if d != -1)  # type: ignore[misc]
+    if size == 0 or known == 0 or size % known or (-1 not in rest and known != size):
+        return None
+    dims = [size // known if d == -1 else d for d in rest]
+    merged = x
+    while c.rank(merged) > p + 1:  # [… m, n] → [… m·n]
+        last = c.rank(merged) - 1
+        m = c.type_of(merged).shape[last - 1]
+        rows = [c.b.squeezeShape(slice_axis(c, merged, last - 1, i, i + 1), last - 1)
+                for i in range(m)]  # type: ignore[arg-type]
+        merged = rows[0] if len(rows) == 1 else c.b.concatenate(rows, last - 1)
+    if c.rank(merged) == p:  # nothing behind the kept dimensions: a size of 1
+        merged = c.b.padShape(merged, p)
+    for k, d in enumerate(dims[:-1]):  # [… d·n] → [… d, n]
+        axis = p + k
+        n = math.prod(dims[k + 1:])  # type: ignore[arg-type]
+        parts = [c.b.padShape(slice_axis(c, merged, axis, i * n, (i + 1) * n), axis)
+                 for i in range(d)]  # type: ignore[arg-type]
+        merged = parts[0] if len(parts) == 1 else c.b.concatenate(parts, axis)
+    return merged
 
 
 @converts("Flatten")
@@ -640,20 +704,22 @@ def _unsqueeze(c: NodeContext) -> list[Value]:
 
 @converts("Gather")
 def _gather(c: NodeContext) -> list[Value]:
-    """x indexed along `axis` by constant indices
-    (that dimension replaced by the indices' shape: removed by a scalar index)"""
+    """x indexed along `axis` (that dimension replaced by the indices' shape: removed by a
+    scalar index); indices computed at run time: Σₖ [indices = k]·x[k] (gather.py)"""
     x = c.value(0)
     indices = c.const(1)
     if indices is None:
-        raise Unsupported("Gather with indices computed at run time")
+        return gather.gather_at_run_time(c)
     t = c.type_of(x)
     axis = c.axis(c.attr("axis", 0), t.rank)
     size = t.shape[axis]
     flat = [int(i) for i in indices.reshape(-1)]
     if not flat:
         raise Unsupported("Gather of no indices")
-    if size is None and any(i < 0 for i in flat):
-        raise Unsupported("negative Gather indices into a dynamic dimension")
+    shape = (*t.shape[:axis], *indices.shape, *t.shape[axis + 1:])
+    if (size is None and any(i < 0 for i in flat)) or \
+            (indices.ndim > 1 and sum(d is None for d in shape) > 1):
+        return gather.gather_at_run_time(c)  # wraps at run time; reshapes nothing
     if size is not None:  # in range (checked before); −1 is the last
         flat = [index(i, size, f"axis {axis}") for i in flat]
     front = move_to_front(c, x, axis)  # [d_axis, the others in order]
@@ -663,9 +729,6 @@ def _gather(c: NodeContext) -> list[Value]:
     picked = move_back(c, rows[0] if len(rows) == 1 else c.b.concatenate(rows, 0), axis)
     if indices.ndim == 1:
         return [picked]
-    shape = (*t.shape[:axis], *indices.shape, *t.shape[axis + 1:])
-    if sum(d is None for d in shape) > 1:
-        raise Unsupported("Gather with indices of rank ≥ 2 from several dynamic dimensions")
     return [c.b.shapeCast(picked, shape)]
 
 
@@ -675,10 +738,12 @@ def _expand(c: NodeContext) -> list[Value]:
     x = c.value(0)
     shape = c.ints(1, "the shape")
     t = c.type_of(x)
-    zeros = c.b.literal(0.0 if t.dtype.is_float else 0, TensorType(tuple(shape), t.dtype)) \
-        if t.dtype != BOOL else None
-    if zeros is None:
-        raise Unsupported("Expand of booleans")
+    if t.dtype == BOOL:  # as 0/1 integers, then back
+        one, zero = constant(1, scalar(I8)), constant(0, scalar(I8))
+        wide = binary(c, "add", c.b.select(one, zero, x), c.b.literal(0, TensorType(tuple(
+            shape), I8)))
+        return [c.b.notEqual(wide, zero)]
+    zeros = c.b.literal(0.0 if t.dtype.is_float else 0, TensorType(tuple(shape), t.dtype))
     return [binary(c, "add", x, zeros)]
 
 
