@@ -22,17 +22,25 @@ The caller computes the sizes (checking, where they are known only at run time, 
 broadcast), allocates the outputs — or writes an output over a dying input of the same shape
 whose buffer nobody else holds — and calls the loop nest. Element values come from the
 shared `SCALAR` table (`scalar.py`).
+
+The loop function's pointers are `noalias`, so an output takes over an input's buffer only
+where no iteration can tell: the output spans the iteration space (it is not broadcast along
+a dimension, so each of its elements is written at one iteration, the one that reads the
+same element of the input), it is computed from the input (so that iteration loads before
+it stores), and nothing reads the input after the store (another parameter bound to the same
+value, a later part of the region, the input passed straight through as an output).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from llvmlite import ir as ll
 
 from dlvm.ir import BuiltinRef, Function, Instruction, LiteralValue, Value
-from dlvm.ir.core import KeywordLiteral, ScalarLiteral
+from dlvm.ir.core import AggregateLiteral, KeywordLiteral, ScalarLiteral
 from dlvm.ir.runtime import numpy_dtype, sum_dtype
 from dlvm.ir.types import DataType, TensorType, Type
 
@@ -137,14 +145,39 @@ def lower_kernel_call(fl: FunctionLowering, inst: Instruction, spec: Spec) -> ll
         return fl.layout.resolve(spec.type(v))
 
     region = Region(fl, body[:-1], type_of, inputs, outputs)
-    results = region.lower()
-    if len(outputs) == 1 and not isinstance(value, LiteralValue):
-        return results[0]
+    fits = region.shares_space()
+    if fits is False:  # no loop nest covers all its outputs: k's body, a loop per instruction
+        return None
     t = fl.layout.lower(fl.type(inst))
-    tup: ll.Value = ll.Constant(t, None)
-    for k, r in enumerate(results):
-        tup = fl.b.insert_value(tup, r, k)
-    return tup
+
+    def fused() -> ll.Value:
+        results = region.lower()
+        if len(outputs) == 1 and not isinstance(value, LiteralValue):
+            return results[0]
+        tup: ll.Value = ll.Constant(t, None)
+        for k, r in enumerate(results):
+            tup = fl.b.insert_value(tup, r, k)
+        return tup
+
+    if fits is True:
+        return fused()
+    # known at run time: the loop nest where the sizes allow it, else the call, each leaving
+    # the operands' references as they were (the loop nest takes over no input's buffer)
+    from .lower_control import call_function  # (lower_control imports this module)
+
+    b = fl.b
+    region.kept |= set(inputs.values())
+    with b.if_else(fits) as (one, apart):
+        with one:
+            joined = fused()
+            one_block = b.block
+        with apart:
+            called = call_function(fl, inst, spec)
+            apart_block = b.block
+    phi = b.phi(t)
+    phi.add_incoming(joined, one_block)
+    phi.add_incoming(called, apart_block)
+    return phi
 
 
 # ---------------------------------------------------------------- the region
@@ -185,12 +218,17 @@ class Region:
         self.dims: dict[Value, list[ll.Value]] = {}
         self.members = set(insts)
         self.given: dict[Value, ll.Value] = {}  # values an earlier part computed
+        self.kept: set[Value] = set()  # caller values read after this part: never reused
+        self.literals: dict[Value, Tensor] = {}  # tensor literals built for the region
 
     def input_tensor(self, v: Value) -> Tensor:
         if v in self.given:
             return Tensor(self.b, self.given[v], self.ttype(v))
-        if isinstance(v, LiteralValue):
-            return Tensor(self.b, self.fl.value(v), self.ttype(v))
+        if isinstance(v, LiteralValue):  # built once, where the region first needs it
+            found = self.literals.get(v)
+            if found is None:
+                found = self.literals[v] = Tensor(self.b, self.fl.value(v), self.ttype(v))
+            return found
         caller = self.inputs[v]
         return Tensor(self.b, self.fl.value(caller), self.fl.tensor_type(caller))
 
@@ -206,11 +244,14 @@ class Region:
         if found is not None:
             return found
         t = self.ttype(v)
-        if isinstance(v, LiteralValue) or t.rank == 0:
-            dims = [i64(d) for d in t.shape]  # literals have static types
-        elif v in self.inputs or v in self.given:
+        shape = literal_shape(v, self.type_of) if isinstance(v, LiteralValue) else t.shape
+        if t.rank == 0 or (isinstance(v, LiteralValue) and None not in shape):
+            dims = [i64(s) for s in shape]  # type: ignore[arg-type]
+        elif isinstance(v, LiteralValue) or v in self.inputs or v in self.given:
+            # sizes known at run time: those of the value (a literal's, once built; a splat
+            # of a dynamic type fails there, as in the interpreter)
             dims = self.input_tensor(v).dims
-            dims = [i64(s) if s is not None else d for s, d in zip(t.shape, dims, strict=True)]
+            dims = [i64(s) if s is not None else d for s, d in zip(shape, dims, strict=True)]
         else:
             dims = self.instruction_dims(v)  # type: ignore[arg-type]
         self.dims[v] = dims
@@ -290,6 +331,52 @@ class Region:
                  for i in self.insts]
         return max(ranks)
 
+    def shares_space(self) -> bool | ll.Value:
+        """Whether each loop nest of the region (one per part, see `lower_in_two`) has an
+        iteration space that all the values it walks broadcast to: True or False where the
+        types decide it, else an i1 computed from the sizes.
+
+        `fuse-elementwise` joins instructions through a shared operand, so two of them may
+        have shapes that each broadcast with it but not together — `select %a: <1 x 4 x 4 x
+        3 x 3 x f32>, 0.0: f32 by %m: <4 x 1 x 4 x 1 x 1 x bool>` and `select %d: <1 x 2 x 4
+        x 1 x 1 x f32>, 0.0: f32 by %m` —: a loop nest over the broadcast of both would walk
+        %d's dimension 1 four times, reading and writing out of bounds. Only values that no
+        element-wise member reads are compared: a member's operands broadcast to its shape
+        (`instruction_dims` checks so)."""
+        checks: list[tuple[list[Value], int]] = []  # (values, dimension) to compare at run time
+        insts = self.insts
+        while insts:  # the parts, as `lower` splits them
+            later = Region(self.fl, insts, self.type_of, self.inputs, []).after_reductions()
+            part = [i for i in insts if i not in later]
+            insts = [i for i in insts if i in later]
+            rank = Region(self.fl, part, self.type_of, self.inputs, []).rank
+            walked = dict.fromkeys(i.x if i.has_trait("reduction") else i for i in part)
+            read = {v for i in part if not i.has_trait("reduction") for v in direct_operands(i)}
+            top = [v for v in walked if self.ttype(v).rank == rank and v not in read]
+            for k in range(rank if len(top) > 1 else 0):
+                sizes = [self.ttype(v).shape[k] for v in top]
+                if len({s for s in sizes if s != 1} - {None}) > 1:
+                    return False
+                if None in sizes:
+                    checks.append((top, k))
+        fits: bool | ll.Value = True
+        b = self.b
+        for top, k in checks:
+            dims: list[ll.Value] = []
+            for v in top:
+                d = self.value_dims(v)[k]
+                if not any(d is e for e in dims) and not is_const(d, 1):
+                    dims.append(d)
+            if len(dims) < 2:
+                continue
+            space = dims[0]
+            for d in dims[1:]:
+                space = self.broadcast(space, d)
+            for d in dims:
+                ok = b.or_(b.icmp_signed("==", d, space), b.icmp_signed("==", d, i64(1)))
+                fits = ok if fits is True else b.and_(fits, ok)
+        return fits
+
     # ------------------------------------------------------------ strides
 
     @staticmethod
@@ -354,7 +441,7 @@ class Region:
                 scalar_slots[out] = fl.result_slot(element_type(t.dtype))
             else:
                 dims = self.value_dims(out)
-                struct, data = self.output_buffer(out, t, dims, reused)
+                struct, data = self.output_buffer(out, t, dims, space, reused)
                 results[out] = struct
                 writes[out] = Access(data, self.broadcast_strides(dims), t)
         # reductions that only feed other outputs still need a place: none do, by fusion
@@ -385,12 +472,21 @@ class Region:
         needed = list(dict.fromkeys(
             [v for i in second for v in direct_operands(i) if v in set(first)] +
             [o for o in self.outputs if o in set(first)]))
+        tail_outputs = [o for o in self.outputs if o not in needed]
+        # what the second part reads from the caller (its operands, the inputs it passes
+        # through) must outlive the first part: no output of the first part takes it over
+        later_reads = {self.inputs[v] for i in second for v in direct_operands(i)
+                       if v in self.inputs}
+        later_reads |= {self.inputs[v] for v in tail_outputs if v in self.inputs}
         head = Region(fl, first, self.type_of, self.inputs, needed)
         head.given = self.given
+        head.kept = self.kept | later_reads
+        head._taken = self.taken_inputs
         computed = dict(zip(needed, head.lower(), strict=True))
-        tail = Region(fl, second, self.type_of, self.inputs, [
-            o for o in self.outputs if o not in computed])
+        tail = Region(fl, second, self.type_of, self.inputs, tail_outputs)
         tail.given = {**self.given, **computed}
+        tail.kept = self.kept
+        tail._taken = self.taken_inputs
         tail_values = dict(zip(tail.outputs, tail.lower(), strict=True))
         for v, value in computed.items():  # intermediates only the second part needed
             if v not in self.outputs:
@@ -406,11 +502,13 @@ class Region:
         return list(seen)
 
     def output_buffer(self, out: Value, t: TensorType, dims: list[ll.Value],
-                      reused: list[tuple[Value, ll.Value]]) -> tuple[ll.Value, ll.Value]:
+                      space: list[ll.Value], reused: list[tuple[Value, ll.Value]]
+                      ) -> tuple[ll.Value, ll.Value]:
         """A buffer for an element-wise output: a dying input's own, when nobody else holds
-        it and it has the same shape, else a new one."""
+        it, it has the same shape and the output spans the iteration space `space`
+        (`reusable_input`), else a new one."""
         fl, b = self.fl, self.b
-        candidate = self.reusable_input(t)
+        candidate = self.reusable_input(out, t, space)
         if candidate is None:
             return fl.new_tensor(t, dims)
         caller = self.inputs[candidate]
@@ -434,21 +532,57 @@ class Region:
         out_struct = make_tensor(b, b.extract_value(phi, 0), b.extract_value(phi, 1), dims)
         return out_struct, b.extract_value(phi, 1)
 
-    def reusable_input(self, t: TensorType) -> Value | None:
-        if not t.is_static:
+    def reusable_input(self, out: Value, t: TensorType, space: list[ll.Value]
+                       ) -> Value | None:
+        """An input whose buffer the output `out`, of type `t`, may take over, if any.
+
+        The loop function declares its pointers `noalias` and reads an input and writes an
+        output through two of them, so sharing a buffer must not be observable: the output
+        spans the iteration space `space` (along a dimension where it has size 1 and the
+        space more, the loop writes each of its elements at several iterations, and the
+        second would read the input element that the first overwrote), and depends on the
+        input (each iteration loads the element before it stores the value computed from
+        it, an order no reordering may break). The input has the output's static shape and
+        element size, is dying at the current instruction, owned, the value of no other
+        parameter, and read by nothing after this loop nest (a later part of the region,
+        or an output it passes straight through)."""
+        if not t.is_static or t.rank != len(space):
             return None
+        for size, d in zip(t.shape, space, strict=True):
+            if size == 1 and not is_const(d, 1):
+                return None  # broadcast along this dimension: elements written repeatedly
         dying = self.fl.dying(self.fl.current) if self.fl.current is not None else set()
+        passed_through = {self.inputs[v] for v in self.outputs if v in self.inputs}
+        parameters = Counter(self.inputs.values())
+        sources = self.sources(out)
         for v, caller in self.inputs.items():
             if v in self.given or caller in self.taken_inputs or caller not in dying:
                 continue
-            if not self.fl.own.is_owned(caller):
+            if caller in self.kept or caller in passed_through or parameters[caller] > 1:
+                continue
+            if v not in sources or not self.fl.own.is_owned(caller):
                 continue
             vt = self.type_of(v)
             if isinstance(vt, TensorType) and vt.shape == t.shape and element_size(
-                    vt.dtype) == element_size(t.dtype) and v in set(self.region_operands()):
+                    vt.dtype) == element_size(t.dtype):
                 self.taken_inputs.add(caller)
                 return v
         return None
+
+    def sources(self, out: Value) -> set[Value]:
+        """The values outside this part of the region that `out` is computed from."""
+        found: set[Value] = set()
+        stack, seen = [out], {out}
+        while stack:
+            for v in direct_operands(stack.pop()):  # type: ignore[arg-type]
+                if v in seen:
+                    continue
+                seen.add(v)
+                if v in self.members:
+                    stack.append(v)
+                else:
+                    found.add(v)
+        return found
 
     def accumulator(self, inst: Instruction, space: list[ll.Value],
                     results: dict[Value, ll.Value],
@@ -677,6 +811,32 @@ class Region:
         if not hasattr(self, "_taken"):
             self._taken: set[Value] = set()
         return self._taken
+
+
+def literal_shape(v: LiteralValue, type_of: Callable[[Value], Type]
+                  ) -> tuple[int | None, ...]:
+    """The sizes of a tensor literal, `None` where only run time knows them. Its type may
+    leave sizes to its elements — `<1: <1 x f32>, 2: <1 x f32>>: <_ x 1 x f32>`, what
+    folding a `shapeCast` to `_ x 1` leaves —; the element count fixes the first, the
+    elements' own sizes, where they agree, the others (`None` where they do not: building
+    the literal fails)."""
+    t = type_of(v)
+    assert isinstance(t, TensorType)
+    lit = v.literal
+    if t.is_static or not (isinstance(lit, AggregateLiteral) and lit.kind == "tensor"):
+        return t.shape
+    rows: list[tuple[int | None, ...]] = []
+    for e in lit.elements:
+        et = type_of(e)
+        if not isinstance(et, TensorType) or et.rank != t.rank - 1:
+            return t.shape
+        rows.append(literal_shape(e, type_of) if isinstance(e, LiteralValue) else et.shape)
+    inner = list(t.shape[1:])
+    for k, declared in enumerate(inner):
+        found = {row[k] for row in rows}
+        if declared is None and len(found) == 1:
+            inner[k] = found.pop()
+    return (len(lit.elements), *inner)
 
 
 def is_splat(v: Value) -> bool:
