@@ -50,7 +50,8 @@ MAX_MODEL_BYTES = 2 * 1024**3
 MAX_FOLDED_ELEMENTS = 2**26
 FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
 # inputs that are statistics or settings, not weights to train
-FIXED_INPUTS = {"BatchNormalization": (3, 4), "OneHot": (1,)}  # OneHot: its depth
+FIXED_INPUTS = {"BatchNormalization": (3, 4), "OneHot": (1,),  # OneHot: its depth
+                "Resize": (1, 2), "Range": (0, 1, 2)}  # roi and scales; the bounds
 SHAPE_OPS = ("Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast", "Identity", "Add",
              "Sub", "Mul", "Div", "Reshape", "Equal", "Where")
 DATA_OPS = ("Reshape", "Equal", "Where")  # with a tensor among their inputs: a conversion
@@ -473,6 +474,11 @@ def prelu_slopes_broadcast(model: onnx.ModelProto) -> onnx.ModelProto:
             for t in out.graph.initializer:
                 if t.name == node.input[1]:
                     t.CopyFrom(reshaped)
+            for v in out.graph.input:  # before IR 4 an initializer is a graph input too
+                if v.name == node.input[1] and v.type.HasField("tensor_type"):
+                    v.type.tensor_type.shape.ClearField("dim")
+                    for d in reshaped.dims:
+                        v.type.tensor_type.shape.dim.add().dim_value = d
     return out
 
 

@@ -16,7 +16,7 @@ from dlvm.ir.types import BOOL, I8, I64, TensorType, scalar
 from .context import DTYPES, NodeContext, ShapeVector
 from .errors import Invalid, Unsupported
 from .indices import axis as checked_axis
-from .indices import equal_parts, index, reshape_rules
+from .indices import index, reshape_rules
 
 Converter = Callable[[NodeContext], list[Value]]
 CONVERTERS: dict[str, Converter] = {}
@@ -379,84 +379,6 @@ def _conv(c: NodeContext) -> list[Value]:
     return [out]
 
 
-def window_pads(c: NodeContext, x: Value, kernel: list[int], strides: list[int]
-                ) -> tuple[list[tuple[int, int]], list[int]]:
-    """A pooling's padding (low, high) per spatial dimension, and with `ceil_mode` the
-    cells added at the high end so that the last, partial window is taken (ONNX's rule:
-    a window that would start in the high padding is not)."""
-    if any(d != 1 for d in c.attr("dilations", [1] * len(kernel))):
-        raise Unsupported("pooling with dilations")
-    pads = spatial_padding(c, x, kernel, strides, [1] * len(kernel))
-    extra = [0] * len(kernel)
-    if c.attr("ceil_mode", 0):
-        for i, s in enumerate(c.type_of(x).shape[2:]):
-            if s is None:
-                raise Unsupported("ceil_mode over a dynamic spatial dimension")
-            low, high = pads[i]
-            span = s + low + high - kernel[i]
-            if span < 0:
-                continue
-            out = -(-span // strides[i]) + 1
-            if (out - 1) * strides[i] >= s + low:
-                out -= 1
-            extra[i] = max((out - 1) * strides[i] + kernel[i] - (s + low + high), 0)
-    return pads, extra
-
-
-def padded(c: NodeContext, x: Value, pads: list[tuple[int, int]], fill: float) -> Value:
-    """x with `fill` cells before and after each spatial dimension: blocks made from x's
-    own slices (so dynamic batch and channel sizes fit), every cell `fill`."""
-    out = x
-    for i, (low, high) in enumerate(pads):
-        axis = 2 + i
-        size = c.type_of(out).shape[axis]
-        if size is None and (low or high):
-            raise Unsupported("padded pooling over a dynamic spatial dimension")
-        parts = []
-        for n in (low, high):
-            if n == 0:
-                parts.append(None)
-                continue
-            edge = slice_axis(c, out, axis, 0, 1)
-            block = c.b.concatenate([edge] * n, axis) if n > 1 else edge
-            value = c.number(fill, x)
-            parts.append(c.b.select(value, value, c.b.equal(block, block)))
-        pieces = [v for v in (parts[0], out, parts[1]) if v is not None]
-        out = c.b.concatenate(pieces, axis) if len(pieces) > 1 else out
-    return out
-
-
-@converts("MaxPool", "AveragePool")
-def _pool(c: NodeContext) -> list[Value]:
-    """max, or mean over the window (padding cells counted only with count_include_pad)"""
-    if c.node.op_type == "MaxPool" and len([o for o in c.node.output if o]) > 1:
-        raise Unsupported("MaxPool's indices output")
-    if c.attr("storage_order", 0):
-        raise Unsupported("storage_order=1")
-    x = c.value(0)
-    kernel = list(c.attr("kernel_shape"))
-    strides = list(c.attr("strides", [1] * len(kernel)))
-    pads, extra = window_pads(c, x, kernel, strides)
-    dims, steps = [1, 1, *kernel], [1, 1, *strides]
-    b = c.b
-    if c.node.op_type == "MaxPool":
-        wide = padded(c, x, [(lo, hi + e) for (lo, hi), e in zip(pads, extra, strict=True)],
-                      -math.inf)
-        return [b.reduceWindow(wide, "max", c.number(-math.inf, x), dims, steps, "none")]
-    include = bool(c.attr("count_include_pad", 0))
-    if include and any(extra):
-        raise Unsupported("AveragePool with ceil_mode and count_include_pad")
-    all_pads = [(lo, hi + e) for (lo, hi), e in zip(pads, extra, strict=True)]
-    total = b.reduceWindow(padded(c, x, all_pads, 0), "add", c.number(0, x), dims, steps,
-                           "none")
-    if include or all(p == (0, 0) for p in all_pads):
-        return [b.divide(total, c.number(math.prod(kernel), x))]
-    ones = b.select(c.number(1, x), c.number(1, x), b.equal(x, x))
-    cells = b.reduceWindow(padded(c, ones, all_pads, 0), "add", c.number(0, x), dims, steps,
-                           "none")
-    return [b.divide(total, cells)]
-
-
 @converts("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(c: NodeContext) -> list[Value]:
     """the mean (or max) over every spatial position, kept as 1×1…"""
@@ -625,57 +547,6 @@ def slice_axis(c: NodeContext, x: Value, axis: int, start: int, stop: int) -> Va
     front = move_to_front(c, x, axis)
     part = c.b.slice(front, start, stop - 1)
     return move_back(c, part, axis)
-
-
-@converts("Split")
-def _split(c: NodeContext) -> list[Value]:
-    x = c.value(0)
-    t = c.type_of(x)
-    axis = c.axis(c.attr("axis", 0), t.rank)
-    size = t.shape[axis]
-    if size is None:
-        raise Unsupported("Split along a dynamic dimension")
-    outputs = len(c.node.output)
-    if c.has(1):
-        sizes = c.ints(1, "split")
-    elif c.attr("split") is not None:
-        sizes = list(c.attr("split"))
-    else:
-        sizes = equal_parts(size, int(c.attr("num_outputs", outputs)))
-    out, start = [], 0
-    for s in sizes:
-        if s == 0:
-            raise Unsupported("an empty output of Split")
-        out.append(slice_axis(c, x, axis, start, start + s))
-        start += s
-    return out
-
-
-@converts("Slice")
-def _slice(c: NodeContext) -> list[Value]:
-    x = c.value(0)
-    t = c.type_of(x)
-    starts, ends = c.ints(1, "starts"), c.ints(2, "ends")
-    axes = c.ints(3, "axes") if c.has(3) else list(range(len(starts)))
-    steps = c.ints(4, "steps") if c.has(4) else [1] * len(starts)
-    for start, end, a, step in zip(starts, ends, axes, steps, strict=True):
-        axis = c.axis(a, t.rank)
-        size = c.type_of(x).shape[axis]
-        if step != 1:
-            raise Unsupported(f"Slice with step {step}")
-        if size is None:  # all of it, or a range checked at run time
-            if start == 0 and end >= 2**62:
-                continue
-            if not 0 <= start < end < 2**62:
-                raise Unsupported(f"Slice [{start}:{end}] of a dynamic dimension")
-            x = slice_axis(c, x, axis, start, end)
-            continue
-        lo, hi, _ = slice(start, end).indices(size)
-        if hi <= lo:
-            raise Unsupported("an empty Slice")
-        if (lo, hi) != (0, size):
-            x = slice_axis(c, x, axis, lo, hi)
-    return [x]
 
 
 @converts("Squeeze")
