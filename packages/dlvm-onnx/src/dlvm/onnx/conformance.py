@@ -16,9 +16,9 @@ inputs and the outputs ONNX expects. It ends in one of:
 - `not numeric`: its inputs or outputs are not numeric tensors (strings, sequences,
   optionals), which DLVM functions do not take.
 
-When the model with every input free is refused, its integer inputs of rank 0 or 1 (shapes,
-axes, pads, sizes, counts: an exporter writes them as initializers or computes them from
-`Shape`) are bound to the case's values: the case then runs with them as initializers, as
+When the model with every input free is refused, its inputs of rank 0 or 1 (shapes, axes,
+pads, sizes, counts, scales, a mask: an exporter writes them as initializers or computes
+them from `Shape`) are bound to the case's values: the case then runs with them as initializers, as
 an exported model would have them (counted apart: `Outcome.bound`). A case whose inputs
 would all be bound stays refused: ONNX's reference implementation, evaluating it at import,
 would compute it, not DLVM.
@@ -166,7 +166,7 @@ def import_case(case: Case) -> tuple[ir.Module, list[int]]:
     except ir.DlvmError:
         inputs = case.data_sets[0][0]
         bound = [k for k, x in enumerate(inputs)
-                 if x.dtype.kind in "iu" and x.ndim <= 1 and
+                 if x.dtype.kind in "iufb" and x.ndim <= 1 and
                  all(np.array_equal(s[0][k], x) for s in case.data_sets)]
         if not bound or len(bound) == len(inputs):  # all constant: nothing left to DLVM
             raise

@@ -43,7 +43,7 @@ def figures() -> str:
         rate = counts["pass"] / numeric if numeric else 0.0
         lines.append(f"- {names.get(kind, kind)}: **{counts['pass']} of the {numeric} cases "
                      f"with numeric inputs and outputs pass ({rate:.1%})** ({bound} of them "
-                     "with integer inputs bound), "
+                     "with inputs of rank 0 or 1 bound), "
                      f"{counts['refused']} are refused with the node and the reason, "
                      f"{counts['wrong']} wrong, {counts['failed']} failed; "
                      f"{counts['not numeric']} more take or give strings, sequences or "
