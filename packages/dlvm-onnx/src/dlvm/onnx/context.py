@@ -15,7 +15,7 @@ from dlvm.ir import Builder, DenseLiteral, Value, constant
 from dlvm.ir.types import BOOL, F16, F32, F64, I8, I16, I32, I64, DataType, TensorType, scalar
 
 from . import indices
-from .errors import Unsupported
+from .errors import Invalid, Unsupported
 
 # ONNX element types DLVM has
 DTYPES: dict[int, DataType] = {
@@ -191,3 +191,54 @@ class NodeContext:
     def number(self, x: float, like: Value) -> Value:
         dt = self.type_of(like).dtype
         return constant(float(x) if dt.is_float else int(x), scalar(dt))
+
+
+# ------------------------------------------------------------------ index helpers
+# shared by the converters that build indices (gathers, reductions, layout, attention)
+
+Size = int | Value  # a dimension's size: known at import, or an i64 scalar at run time
+
+
+def i64(n: int) -> Value:
+    return constant(n, scalar(I64))
+
+
+def size_of(c: NodeContext, v: Value, axis: int) -> Size:
+    d = c.type_of(v).shape[axis]
+    return d if d is not None else c.b.extract(c.b.shape(v), [axis])
+
+
+def positions(c: NodeContext, x: Value, axis: int) -> Value:
+    """0 … n−1 (i64) for x's size n along `axis`: a literal, or counted at run time."""
+    n = c.type_of(x).shape[axis]
+    if n is not None:
+        return c.literal(np.arange(n, dtype=np.int64))
+    ones = c.b.add(c.zeros_along((x, axis), 0, 1, I64), i64(1))
+    return c.b.subtract(c.b.scan(ones, "add", [0]), i64(1))
+
+
+def along(c: NodeContext, v: Value, axis: int, rank: int) -> Value:
+    """A vector as a tensor of `rank` with its elements along `axis` (size 1 elsewhere)."""
+    for _ in range(axis):
+        v = c.b.padShape(v, 0)
+    while c.rank(v) < rank:
+        v = c.b.padShape(v, c.rank(v))
+    return v
+
+
+def same_sizes(c: NodeContext, pairs: list[tuple[Size, Size]], what: str) -> Value | None:
+    """An i64 zero that is a run-time error unless the sizes of each pair are equal (their
+    difference is an index into a vector of one element); a static pair is checked now."""
+    b = c.b
+    zero: Value | None = None
+    for p, q in pairs:
+        if isinstance(p, int) and isinstance(q, int):
+            if p != q:
+                raise Invalid(f"{what}: sizes {p} and {q} (they must be equal)")
+            continue
+        dynamic = q if isinstance(p, int) else p
+        pv = i64(p) if isinstance(p, int) else p
+        qv = i64(q) if isinstance(q, int) else q
+        z = b.subtract(b.extract(b.padShape(dynamic, 0), [b.subtract(pv, qv)]), dynamic)
+        zero = z if zero is None else b.add(zero, z)
+    return zero

@@ -24,11 +24,10 @@ import numpy as np
 from dlvm.ir import Value, constant
 from dlvm.ir.types import BOOL, F64, I8, I64, DataType, TensorType, scalar
 
-from .context import NUMPY, NodeContext
+from .context import NUMPY, NodeContext, Size, along, i64, positions, same_sizes, size_of
 from .errors import Invalid, Unsupported
 from .ops import converts, keep_axes, move_to_front, slice_axis
 
-Size = int | Value  # a dimension's size: known at import, or an i64 scalar at run time
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 FOLDS = {"add": "add", "mul": "multiply", "max": "max", "min": "min"}
 
@@ -38,15 +37,6 @@ FOLDS = {"add": "add", "mul": "multiply", "max": "max", "min": "min"}
 
 def dims(c: NodeContext, v: Value) -> tuple[int | None, ...]:
     return c.type_of(v).shape
-
-
-def i64(n: int) -> Value:
-    return constant(n, scalar(I64))
-
-
-def size_of(c: NodeContext, v: Value, axis: int) -> Size:
-    d = dims(c, v)[axis]
-    return d if d is not None else c.b.extract(c.b.shape(v), [axis])
 
 
 def as_value(n: Size) -> Value:
@@ -67,10 +57,7 @@ def index_range(c: NodeContext, x: Value, axis: int) -> Value:
     n = dims(c, x)[axis]
     if n == 0:
         raise Unsupported(f"indexing axis {axis}, which is empty")
-    if n is not None:
-        return c.literal(np.arange(n, dtype=np.int64))
-    ones = c.b.add(c.zeros_along((x, axis), 0, 1, I64), i64(1))
-    return c.b.subtract(c.b.scan(ones, "add", [0]), i64(1))
+    return positions(c, x, axis)
 
 
 def wrapped(c: NodeContext, idx: Value, n: Size) -> Value:
@@ -97,24 +84,6 @@ def in_range(c: NodeContext, idx: Value, x: Value, axis: int) -> tuple[Value, Va
     return checked(c, wrapped(c, idx, size_of(c, x, axis)), rng), rng
 
 
-def equal_sizes(c: NodeContext, pairs: list[tuple[Size, Size]], what: str) -> Value | None:
-    """An i64 zero that is a run-time error unless the sizes of each pair are equal (the
-    difference is an index into a vector of one element); a static pair is checked now."""
-    b = c.b
-    zero: Value | None = None
-    for p, q in pairs:
-        if isinstance(p, int) and isinstance(q, int):
-            if p != q:
-                raise Invalid(f"{what}: sizes {p} and {q} (they must be equal)")
-            continue
-        dynamic = q if isinstance(p, int) else p
-        one = b.padShape(dynamic, 0)
-        found = b.extract(one, [b.subtract(as_value(p), as_value(q))])
-        z = b.subtract(found, dynamic)
-        zero = z if zero is None else b.add(zero, z)
-    return zero
-
-
 def guard(c: NodeContext, idx: Value, zero: Value | None) -> Value:
     return idx if zero is None else c.b.add(idx, zero)
 
@@ -125,15 +94,6 @@ def component(c: NodeContext, idx: Value, t: int) -> Value:
 
 
 # ------------------------------------------------------------------ masks and folds
-
-
-def along(c: NodeContext, v: Value, pos: int, rank: int) -> Value:
-    """A vector as a tensor of `rank`, its elements along `pos` (size 1 elsewhere)."""
-    for _ in range(pos):
-        v = c.b.padShape(v, 0)
-    while c.rank(v) < rank:
-        v = c.b.padShape(v, c.rank(v))
-    return v
 
 
 def pad_end(c: NodeContext, v: Value, count: int) -> Value:
@@ -328,7 +288,7 @@ def fit_window(c: NodeContext, x: Value, idx: Value, axis: int) -> tuple[Value, 
                 x = slice_axis(c, x, k, 0, q)
         else:
             pairs.append((size_of(c, x, k), size_of(c, idx, k)))
-    return x, equal_sizes(c, pairs, "the data and the indices along an axis other than axis")
+    return x, same_sizes(c, pairs, "the data and the indices along an axis other than axis")
 
 
 @converts("GatherND")
@@ -341,7 +301,7 @@ def _gather_nd(c: NodeContext) -> list[Value]:
         raise Unsupported("GatherND with a dynamic (or no) index tuple size")
     if not 0 <= batch < min(r, c.rank(idx)) or not 1 <= k <= r - batch:
         raise Invalid(f"index tuples of {k} for data of rank {r} with batch_dims {batch}")
-    zero = equal_sizes(c, [(size_of(c, x, a), size_of(c, idx, a)) for a in range(batch)],
+    zero = same_sizes(c, [(size_of(c, x, a), size_of(c, idx, a)) for a in range(batch)],
                        "the batch dimensions of the data and the indices")
     idx = guard(c, idx, zero)
     comps = [in_range(c, component(c, idx, t), x, batch + t) for t in range(k)]
@@ -431,7 +391,7 @@ def _scatter_elements(c: NodeContext) -> list[Value]:
     if c.rank(idx) != r or c.rank(updates) != r:
         raise Invalid(f"data, indices and updates of ranks {r}, {c.rank(idx)}, "
                       f"{c.rank(updates)} (they must be equal)")
-    zero = equal_sizes(c, [(size_of(c, idx, k), size_of(c, updates, k)) for k in range(r)],
+    zero = same_sizes(c, [(size_of(c, idx, k), size_of(c, updates, k)) for k in range(r)],
                        "the indices and the updates")
     window, more = fit_window(c, x, idx, axis)
     idx = guard(c, guard(c, idx, zero), more)
@@ -498,7 +458,7 @@ def _scatter_nd(c: NodeContext) -> list[Value]:
                       f"{c.rank(updates)} (it must be {lead + r - k})")
     pairs = [(size_of(c, idx, a), size_of(c, updates, a)) for a in range(lead)]
     pairs += [(size_of(c, x, k + a), size_of(c, updates, lead + a)) for a in range(r - k)]
-    idx = guard(c, idx, equal_sizes(c, pairs, "the updates and the indices or the data"))
+    idx = guard(c, idx, same_sizes(c, pairs, "the updates and the indices or the data"))
     mask: Value | None = None
     for t in range(k):
         comp, rng = in_range(c, component(c, idx, t), x, t)

@@ -9,7 +9,7 @@ import numpy as np
 from dlvm.ir import Value, constant
 from dlvm.ir.types import BOOL, F16, F32, F64, I64, DataType, TensorType, scalar
 
-from .context import NodeContext
+from .context import NodeContext, positions
 from .errors import Invalid, Unsupported
 from .ops import binary, channel_vector, converts, count, keep_axes, slice_axis
 
@@ -74,15 +74,6 @@ def lift(c: NodeContext, x: Value, rank: int) -> Value:
         x = c.b.padShape(x, 0)
     return x
 
-
-def positions(c: NodeContext, x: Value, axis: int) -> Value:
-    """0, 1, …, n − 1 (int64) for the size n of x's `axis` (known at run time)"""
-    n = c.type_of(x).shape[axis]
-    if n is not None:
-        return c.literal(np.arange(n, dtype=np.int64))
-    one = constant(1, scalar(I64))
-    ones = c.b.add(c.zeros_along((x, axis), 0, 1, I64), one)
-    return c.b.subtract(c.b.scan(ones, "add", [0]), one)
 
 
 def size_of(c: NodeContext, x: Value, axis: int) -> Value:

@@ -24,7 +24,7 @@ import onnx
 from dlvm.ir import Value, constant
 from dlvm.ir.types import BOOL, I64, DataType, scalar
 
-from .context import NUMPY, NodeContext
+from .context import NUMPY, NodeContext, along, i64, positions, same_sizes, size_of
 from .errors import Invalid, Unsupported
 from .ops import converts, count, keep_axes, reduce_axes, slice_axis
 
@@ -35,9 +35,6 @@ TRIANGLE = 256  # the longest axis whose running product is one of a triangle of
 
 # ------------------------------------------------------------------ helpers
 
-
-def i64(n: int) -> Value:
-    return constant(n, scalar(I64))
 
 
 def lowest(dt: DataType) -> float | int:
@@ -67,22 +64,6 @@ def floating(c: NodeContext, x: Value) -> DataType:
     return dt
 
 
-def spread(c: NodeContext, v: Value, axis: int, rank: int) -> Value:
-    """A vector as a tensor of `rank` with its elements along `axis` (size 1 elsewhere)."""
-    for _ in range(axis):
-        v = c.b.padShape(v, 0)
-    while c.rank(v) < rank:
-        v = c.b.padShape(v, c.rank(v))
-    return v
-
-
-def index_vector(c: NodeContext, x: Value, axis: int) -> Value:
-    """0 … n−1 (i64) for x's size n along `axis`: a literal, or counted at run time."""
-    n = c.type_of(x).shape[axis]
-    if n is not None:
-        return c.literal(np.arange(n, dtype=np.int64))
-    ones = c.b.add(c.zeros_along((x, axis), 0, 1, I64), i64(1))
-    return c.b.subtract(c.b.scan(ones, "add", [0]), i64(1))
 
 
 def nonempty(c: NodeContext, x: Value, axis: int, vector: Value) -> Value | None:
@@ -94,15 +75,15 @@ def nonempty(c: NodeContext, x: Value, axis: int, vector: Value) -> Value | None
     return c.b.extract(vector, [i64(0)]) if n is None else None
 
 
-def first_index(c: NodeContext, hits: Value, positions: Value, axis: int,
+def first_index(c: NodeContext, hits: Value, grid: Value, axis: int,
                 last: bool = False) -> Value:
     """The first (last) index along `axis` where `hits` holds, kept as a 1-dimension
     (none: `NONE`, or −1 for the last)."""
     b = c.b
     if last:
-        found = b.reduce(b.select(positions, i64(-1), hits), "max", i64(-1), [axis])
+        found = b.reduce(b.select(grid, i64(-1), hits), "max", i64(-1), [axis])
     else:
-        found = b.reduce(b.select(positions, i64(NONE), hits), "min", i64(NONE), [axis])
+        found = b.reduce(b.select(grid, i64(NONE), hits), "min", i64(NONE), [axis])
     return b.padShape(found, axis)
 
 
@@ -120,10 +101,10 @@ def extremes(c: NodeContext, x: Value, axis: int, fold: str) -> Value:
 def arg_extreme(c: NodeContext, x: Value, axis: int, fold: str, last: bool = False) -> Value:
     """The index of the first (last) largest or smallest element along `axis`, kept as a
     1-dimension: numpy's argmax and argmin."""
-    vector = index_vector(c, x, axis)
+    vector = positions(c, x, axis)
     check = nonempty(c, x, axis, vector)
-    positions = spread(c, vector, axis, c.rank(x))
-    idx = first_index(c, extremes(c, x, axis, fold), positions, axis, last)
+    grid = along(c, vector, axis, c.rank(x))
+    idx = first_index(c, extremes(c, x, axis, fold), grid, axis, last)
     return idx if check is None else c.b.add(idx, check)
 
 
@@ -229,8 +210,8 @@ def _hardmax(c: NodeContext) -> list[Value]:
     if c.type_of(x).shape[axis] == 0:
         return [x]
     idx = arg_extreme(c, x, axis, "max")
-    positions = spread(c, index_vector(c, x, axis), axis, c.rank(x))
-    return [c.b.select(c.number(1, x), c.number(0, x), c.b.equal(positions, idx))]
+    grid = along(c, positions(c, x, axis), axis, c.rank(x))
+    return [c.b.select(c.number(1, x), c.number(0, x), c.b.equal(grid, idx))]
 
 
 def hardmax_flattened(model: onnx.ModelProto, opset: int, source: str) -> onnx.ModelProto:
@@ -337,7 +318,7 @@ def _cumulative(c: NodeContext) -> list[Value]:
 # ------------------------------------------------------------------ top k
 
 
-def next_extreme(c: NodeContext, x: Value, axis: int, positions: Value, taken: Value | None,
+def next_extreme(c: NodeContext, x: Value, axis: int, grid: Value, taken: Value | None,
                  largest: bool) -> Value:
     """The index of the next element of TopK's order among those not `taken`, kept as a
     1-dimension: the first largest (a NaN first) or the first smallest (a NaN last)."""
@@ -349,16 +330,16 @@ def next_extreme(c: NodeContext, x: Value, axis: int, positions: Value, taken: V
         pool = x if free is None else b.select(x, constant(lowest(dt), scalar(dt)), free)
         top = b.padShape(b.reduce(pool, "max", constant(lowest(dt), scalar(dt)), [axis]), axis)
         hits = b.equal(x, top) if nan is None else b.or_(b.equal(x, top), nan)
-        return first_index(c, hits if free is None else b.and_(hits, free), positions, axis)
+        return first_index(c, hits if free is None else b.and_(hits, free), grid, axis)
     numbers = free if nan is None else b.not_(nan) if free is None else b.and_(free,
                                                                               b.not_(nan))
     pool = x if numbers is None else b.select(x, constant(highest(dt), scalar(dt)), numbers)
     low = b.padShape(b.reduce(pool, "min", constant(highest(dt), scalar(dt)), [axis]), axis)
     hits = b.equal(x, low)
-    idx = first_index(c, hits if numbers is None else b.and_(hits, numbers), positions, axis)
+    idx = first_index(c, hits if numbers is None else b.and_(hits, numbers), grid, axis)
     if nan is None:
         return idx
-    rest = first_index(c, nan if free is None else free, positions, axis)  # NaNs only left
+    rest = first_index(c, nan if free is None else free, grid, axis)  # NaNs only left
     return b.select(rest, idx, b.equal(idx, i64(NONE)))
 
 
@@ -393,15 +374,15 @@ def _top_k(c: NodeContext) -> list[Value]:
     k = top_k_count(c, n)
     largest = bool(c.attr("largest", 1))  # sorted=0 leaves the order to us: sorted it is
     b = c.b
-    vector = index_vector(c, x, axis)
-    positions = spread(c, vector, axis, rank)
+    vector = positions(c, x, axis)
+    grid = along(c, vector, axis, rank)
     taken: Value | None = None
     values, indices = [], []
     for r in range(k):
-        idx = next_extreme(c, x, axis, positions, taken, largest)
+        idx = next_extreme(c, x, axis, grid, taken, largest)
         if r == 0 and n is None:  # k ≤ n at run time: element k − 1 exists
             idx = b.add(idx, b.subtract(b.extract(vector, [i64(k - 1)]), i64(k - 1)))
-        hit = b.equal(positions, idx)
+        hit = b.equal(grid, idx)
         values.append(pick(c, x, hit, axis))
         indices.append(idx)
         taken = hit if taken is None else b.or_(taken, hit)
@@ -413,30 +394,6 @@ def _top_k(c: NodeContext) -> list[Value]:
 # ------------------------------------------------------------------ losses
 
 
-Size = int | Value  # a dimension's size: known at import, or an i64 scalar at run time
-
-
-def size_of(c: NodeContext, v: Value, axis: int) -> Size:
-    d = c.type_of(v).shape[axis]
-    return d if d is not None else c.b.extract(c.b.shape(v), [axis])
-
-
-def same_sizes(c: NodeContext, pairs: list[tuple[Size, Size]], what: str) -> Value | None:
-    """An i64 zero that is a run-time error unless the sizes of each pair are equal (their
-    difference is an index into a vector of one element); a static pair is checked now."""
-    b = c.b
-    zero: Value | None = None
-    for p, q in pairs:
-        if isinstance(p, int) and isinstance(q, int):
-            if p != q:
-                raise Invalid(f"{what}: sizes {p} and {q} (they must be equal)")
-            continue
-        dynamic = q if isinstance(p, int) else p
-        pv = i64(p) if isinstance(p, int) else p
-        qv = i64(q) if isinstance(q, int) else q
-        z = b.subtract(b.extract(b.padShape(dynamic, 0), [b.subtract(pv, qv)]), dynamic)
-        zero = z if zero is None else b.add(zero, z)
-    return zero
 
 
 def within(c: NodeContext, idx: Value, vector: Value) -> Value:
@@ -476,7 +433,7 @@ def class_labels(c: NodeContext, scores: Value) -> tuple[Value, Value | None, Va
     ignore = c.attr("ignore_index")
     kept = None if ignore is None else b.notEqual(labels, i64(int(ignore)))
     target = labels if kept is None else b.select(labels, i64(0), kept)
-    classes = index_vector(c, scores, 1)
+    classes = positions(c, scores, 1)
     target = within(c, target, classes)
     return (target if check is None else b.add(target, check)), kept, classes
 
@@ -491,7 +448,7 @@ def negative_log_likelihood(c: NodeContext, logp: Value) -> Value:
         raise Invalid(f"reduction={reduction!r} (none, sum or mean)")
     rank = c.rank(logp)
     target, kept, classes = class_labels(c, logp)
-    hot = b.equal(b.padShape(target, 1), spread(c, classes, 1, rank))  # N × C × d…
+    hot = b.equal(b.padShape(target, 1), along(c, classes, 1, rank))  # N × C × d…
     if kept is not None:
         hot = b.and_(hot, b.padShape(kept, 1))
     zero = zero_of(dt)
@@ -501,7 +458,7 @@ def negative_log_likelihood(c: NodeContext, logp: Value) -> Value:
         w = c.value(2)
         if c.type_of(w).dtype != dt:
             raise Invalid(f"weights of element type {c.type_of(w).dtype} for input of {dt}")
-        weights = b.reduce(b.select(spread(c, w, 1, rank), zero, hot), "add", zero, [1])
+        weights = b.reduce(b.select(along(c, w, 1, rank), zero, hot), "add", zero, [1])
         loss = b.multiply(loss, weights)
     if reduction == "none":
         return loss

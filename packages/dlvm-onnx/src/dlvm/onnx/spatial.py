@@ -17,7 +17,7 @@ import numpy as np
 from dlvm.ir import Value, constant
 from dlvm.ir.types import BOOL, I64, DataType, TensorType, scalar
 
-from .context import DTYPES, NUMPY, NodeContext
+from .context import DTYPES, NUMPY, NodeContext, along, i64, positions
 from .errors import Invalid, Unsupported
 from .indices import equal_parts
 from .ops import (
@@ -38,9 +38,6 @@ Dims = tuple[int | None, ...]
 def dims(c: NodeContext, x: Value) -> Dims:
     return c.type_of(x).shape
 
-
-def i64(n: int) -> Value:
-    return constant(n, scalar(I64))
 
 
 def scalar_of(dt: DataType, v: float | int | bool) -> Value:
@@ -197,22 +194,6 @@ def take(c: NodeContext, x: Value, axis: int, idx: Sequence[int]) -> Value:
     return concat(c, parts, axis)
 
 
-def positions(c: NodeContext, x: Value, axis: int) -> Value:
-    """0 … n−1 (i64) for x's size n along `axis`: a literal, or counted at run time."""
-    n = dims(c, x)[axis]
-    if n is not None:
-        return c.literal(np.arange(n, dtype=np.int64))
-    ones = c.b.add(c.zeros_along((x, axis), 0, 1, I64), i64(1))
-    return c.b.subtract(c.b.scan(ones, "add", [0]), i64(1))
-
-
-def along(c: NodeContext, v: Value, axis: int, rank: int) -> Value:
-    """A vector as a tensor of `rank` with its elements along `axis` (1 elsewhere)."""
-    for _ in range(axis):
-        v = c.b.padShape(v, 0)
-    while c.rank(v) < rank:
-        v = c.b.padShape(v, c.rank(v))
-    return v
 
 
 def diagonal_offsets(c: NodeContext, x: Value) -> Value:
