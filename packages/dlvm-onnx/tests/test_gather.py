@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 
 import dlvm.ir as ir
 import dlvm.onnx
-from dlvm.onnx.testing import Case, In, check, dyn, graph, i64, op, weights
+from dlvm.onnx.testing import Case, In, check, dyn, graph, i64, op, refusal, weights
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -235,12 +235,6 @@ def test_dynamic_sizes_that_differ_are_a_run_time_error() -> None:
     np.testing.assert_array_equal(run(x, np.array([[1, 2, 3]] * 2, IDX)), [[1, 2, 3], [8, 9, 10]])
     with pytest.raises(ir.DlvmError, match="out of bounds"):
         run(x, np.array([[1, 2, 3]], IDX))
-
-
-def refusal(case: Case) -> str:
-    with pytest.raises(ir.DlvmError) as info:
-        dlvm.onnx.load(case.model())
-    return str(info.value)
 
 
 def test_what_is_refused() -> None:

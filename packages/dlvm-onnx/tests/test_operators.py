@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 
 import dlvm.ir as ir
 import dlvm.onnx
-from dlvm.onnx.testing import INT_MAX, LOOSE, Case, In, check, dyn, graph, i64, op, weights
+from dlvm.onnx.testing import INT_MAX, LOOSE, Case, In, check, dyn, graph, i64, op, refusal, weights
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -428,13 +428,6 @@ def test_every_converter_is_tested() -> None:
 
 
 # ------------------------------------------------------------------ what is refused
-
-
-def refusal(case: Case) -> str:
-    """The error that importing the case's model reports."""
-    with pytest.raises(ir.DlvmError) as info:
-        dlvm.onnx.load(case.model())
-    return str(info.value)
 
 
 def test_unknown_operators_are_reported_together() -> None:

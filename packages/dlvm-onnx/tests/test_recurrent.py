@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 import dlvm.ir as ir
 import dlvm.onnx
 from dlvm.ad.testing import check_gradient
-from dlvm.onnx.testing import LOOSE, TARGETS, Case, In, check, graph, op, short
+from dlvm.onnx.testing import LOOSE, TARGETS, Case, In, check, graph, op, refusal, short
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -240,12 +240,6 @@ func @forward_grad: ({x_t}, {p_t}) -> ({x_t}, {p_t}, f64)
 
 
 # ------------------------------------------------------------------ what is refused
-
-
-def refusal(case: Case) -> str:
-    with pytest.raises(ir.DlvmError) as info:
-        dlvm.onnx.load(case.model())
-    return str(info.value)
 
 
 @pytest.mark.parametrize("case,why", [

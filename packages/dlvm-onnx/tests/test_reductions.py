@@ -17,7 +17,7 @@ import dlvm.ir as ir
 import dlvm.onnx
 from dlvm.ir import DerivativeDecl
 from dlvm.ir.types import FunctionType, TupleType
-from dlvm.onnx.testing import LOOSE, Case, In, check, dyn, graph, i64, op
+from dlvm.onnx.testing import LOOSE, Case, In, check, dyn, graph, i64, op, refusal
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -215,12 +215,6 @@ def test_operator(case: Case) -> None:
 
 
 # ------------------------------------------------------------------ what is refused
-
-
-def refusal(case: Case) -> str:
-    with pytest.raises(ir.DlvmError) as info:
-        dlvm.onnx.load(case.model())
-    return str(info.value)
 
 
 def test_what_is_refused() -> None:

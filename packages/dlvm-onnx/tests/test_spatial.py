@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 import dlvm.ir as ir
 import dlvm.onnx
-from dlvm.onnx.testing import INT_MAX, LOOSE, Case, In, check, dyn, graph, i64, op, weights
+from dlvm.onnx.testing import INT_MAX, LOOSE, Case, In, check, dyn, graph, i64, op, refusal, weights
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -174,12 +174,6 @@ def test_operator(case: Case) -> None:
 
 
 # ------------------------------------------------------------------ what is refused
-
-
-def refusal(case: Case) -> str:
-    with pytest.raises(ir.DlvmError) as info:
-        dlvm.onnx.load(case.model())
-    return str(info.value)
 
 
 @pytest.mark.parametrize(("case", "why"), [

@@ -175,3 +175,12 @@ def check(case: Case, freeze: bool = False, targets: dict[str, dict[str, Any]] |
                     np.testing.assert_allclose(have, want, rtol, atol, err_msg=where)
                 else:
                     np.testing.assert_array_equal(have, want, err_msg=where)
+
+
+def refusal(case: Case) -> str:
+    """The error that importing the case's model reports (a test failure if it imports)."""
+    try:
+        load(case.model())
+    except ir.DlvmError as e:
+        return str(e)
+    raise AssertionError(f"{case.id}: imported, where a refusal was expected")
