@@ -34,6 +34,8 @@ NOTES = {
     "equal": "boolean result", "notEqual": "boolean result", "lessThan": "boolean result",
     "lessThanOrEqual": "boolean result", "greaterThan": "boolean result",
     "greaterThanOrEqual": "boolean result", "and": "boolean", "or": "boolean", "not": "boolean",
+    "bitAnd": "integers", "bitOr": "integers", "bitXor": "integers", "bitNot": "integers",
+    "shiftLeft": "integers", "shiftRight": "integers",
     "truncateDivide": "piecewise constant: zero derivative almost everywhere",
     "floorDivide": "piecewise constant: zero derivative almost everywhere",
     "modulo": "floats: x − y·trunc(x/y), differentiable between the jumps",

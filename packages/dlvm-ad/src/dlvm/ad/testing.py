@@ -16,7 +16,8 @@ import numpy as np
 
 import dlvm.ir as ir
 from dlvm.ir.derivatives import differentiated_output, wrt_indices
-from dlvm.ir.testing import TOLERANCE, compile_for_test
+from dlvm.ir.runtime import is_float_dtype
+from dlvm.ir.testing import compile_for_test, tolerance
 
 
 def _decl(module: ir.Module, name: str) -> tuple[ir.Function, ir.DerivativeDecl]:
@@ -122,7 +123,7 @@ def check_gradient(text: str | ir.Module, f: str, df: str, args: Sequence[np.nda
         # computed by `@df`, a function of its own (compiled and ordered differently): equal
         # to rounding, not bit for bit
         dtype = np.asarray(value).dtype
-        rtol, atol = TOLERANCE[dtype.itemsize * 8] if dtype.kind == "f" else (0.0, 0.0)
+        rtol, atol = tolerance(dtype) if is_float_dtype(dtype) else (0.0, 0.0)
         np.testing.assert_allclose(value, primal[k], rtol=rtol, atol=atol)
     return tuple(results)
 

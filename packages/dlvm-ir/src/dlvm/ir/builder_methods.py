@@ -168,6 +168,10 @@ class InstructionMethods:
         '`not $x`: logical not.'
         return self.create('not', x=x, name=name)
 
+    def bitNot(self, x: Operand, *, name: str | None = None) -> Instruction:
+        '`bitNot $x`: every bit of x flipped (−x − 1 for iN).'
+        return self.create('bitNot', x=x, name=name)
+
     def add(self, lhs: Operand, rhs: Operand, *, name: str | None = None) -> Instruction:
         '`add $lhs , $rhs`: a + b.'
         return self.create('add', lhs=lhs, rhs=rhs, name=name)
@@ -215,6 +219,26 @@ class InstructionMethods:
     def or_(self, lhs: Operand, rhs: Operand, *, name: str | None = None) -> Instruction:
         '`or $lhs , $rhs`: logical or.'
         return self.create('or', lhs=lhs, rhs=rhs, name=name)
+
+    def bitAnd(self, lhs: Operand, rhs: Operand, *, name: str | None = None) -> Instruction:
+        '`bitAnd $lhs , $rhs`: bitwise and.'
+        return self.create('bitAnd', lhs=lhs, rhs=rhs, name=name)
+
+    def bitOr(self, lhs: Operand, rhs: Operand, *, name: str | None = None) -> Instruction:
+        '`bitOr $lhs , $rhs`: bitwise or.'
+        return self.create('bitOr', lhs=lhs, rhs=rhs, name=name)
+
+    def bitXor(self, lhs: Operand, rhs: Operand, *, name: str | None = None) -> Instruction:
+        '`bitXor $lhs , $rhs`: bitwise exclusive or.'
+        return self.create('bitXor', lhs=lhs, rhs=rhs, name=name)
+
+    def shiftLeft(self, lhs: Operand, rhs: Operand, *, name: str | None = None) -> Instruction:
+        '`shiftLeft $lhs , $rhs`: a · 2ᵇ, wrapping (bits shifted out are lost).'
+        return self.create('shiftLeft', lhs=lhs, rhs=rhs, name=name)
+
+    def shiftRight(self, lhs: Operand, rhs: Operand, *, name: str | None = None) -> Instruction:
+        '`shiftRight $lhs , $rhs`: a shifted right b bits: arithmetic for iN (⌊a / 2ᵇ⌋), logical for uN.'
+        return self.create('shiftRight', lhs=lhs, rhs=rhs, name=name)
 
     def lessThan(self, lhs: Operand, rhs: Operand, *, name: str | None = None) -> Instruction:
         '`lessThan $lhs , $rhs`: a < b.'

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 GAMMA = 0x9E3779B97F4A7C15
@@ -55,7 +56,7 @@ def values_from_bits(bits: np.ndarray, lower: Any, upper: Any, dtype: np.dtype[A
     """The values of `dtype` in [lower, upper) that `bits` stand for (see the module's
     docstring); ValueError for an empty or unrepresentable range."""
     dtype = np.dtype(dtype)
-    if dtype.kind == "f":
+    if dtype.kind == "f" or dtype == ml_dtypes.bfloat16:
         lo, hi = float(lower), float(upper)
         span = hi - lo
         if not lo < hi or not np.isfinite(span):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .diagnostics import DlvmError
@@ -29,7 +30,20 @@ class ExecutionError(DlvmError):
 
 
 _NP = {("bool", 1): np.bool_, ("float", 16): np.float16, ("float", 32): np.float32,
-       ("float", 64): np.float64}
+       ("float", 64): np.float64, ("bfloat", 16): ml_dtypes.bfloat16,
+       ("uint", 8): np.uint8, ("uint", 16): np.uint16, ("uint", 32): np.uint32,
+       ("uint", 64): np.uint64}
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def is_float_dtype(dt: np.dtype[Any]) -> bool:
+    """numpy's floats and bfloat16 (which numpy files under kind 'V')."""
+    return dt.kind == "f" or dt == BFLOAT16
+
+
+def array_kind(dt: np.dtype[Any]) -> str:
+    """numpy's one-letter kind, with bfloat16 a float ('f') rather than a record."""
+    return "f" if dt == BFLOAT16 else dt.kind
 
 
 def numpy_dtype(dt: DataType) -> np.dtype[Any]:
@@ -45,8 +59,9 @@ def sum_dtype(dt: np.dtype[Any]) -> np.dtype[Any]:
     """The dtype a sum of `dt` values accumulates in: float64 for float16 and float32, so
     that a long sum neither stops growing (float32 adds nothing to 2^24 + 1) nor depends on
     its order beyond n·2^-53·Σ|x| before the one rounding to `dt`; any other dtype itself.
-    Every target sums so (`reduce … by add`, `unbroadcast`)."""
-    return np.dtype(np.float64) if dt in (np.float16, np.float32) else np.dtype(dt)
+    Every target sums so (`reduce … by add`, `unbroadcast`); bfloat16 too, which numpy
+    would otherwise sum in bfloat16."""
+    return np.dtype(np.float64) if dt in (np.float16, np.float32, BFLOAT16) else np.dtype(dt)
 
 
 def as_tensor(x: Any, t: TensorType) -> np.ndarray:
@@ -58,7 +73,10 @@ def as_tensor(x: Any, t: TensorType) -> np.ndarray:
 
 
 def int_range(dt: DataType) -> tuple[int, int]:
-    """The values an `iN` holds: [-2^(N-1), 2^(N-1) - 1] (i1 holds -1 and 0)."""
+    """The values an `iN` holds: [-2^(N-1), 2^(N-1) - 1] (i1 holds -1 and 0); a `uN`
+    holds [0, 2^N - 1]."""
+    if dt.is_unsigned:
+        return 0, (1 << dt.bits) - 1
     half = 1 << (dt.bits - 1)
     return -half, half - 1
 
@@ -77,13 +95,17 @@ def convert_argument(x: Any, t: TensorType, what: str = "argument") -> np.ndarra
     except (TypeError, ValueError, OverflowError) as e:
         raise ExecutionError(f"{what}: cannot convert to {t}: {e}") from None
     dst = numpy_dtype(t.dtype)
+    if dst == BFLOAT16 and arr.dtype.kind == "V" and arr.dtype.itemsize == 2 \
+            and arr.dtype.fields is None:
+        arr = arr.view(BFLOAT16)  # numpy writes bfloat16 to .npy/.npz as raw 2-byte records
     src = arr.dtype
-    if src.kind not in "biuf":
+    src_kind, dst_kind = array_kind(src), array_kind(dst)
+    if src_kind not in "biuf":
         raise ExecutionError(f"{what}: cannot pass an array of {_dtype_name(src)} as {t}")
-    if src != dst and not np.can_cast(src, dst, "same_kind"):
+    if src != dst and not _keeps_values(src, dst):
         raise ExecutionError(f"{what}: converting {_dtype_name(src)} to {t.dtype} could lose "
                              f"values; convert it explicitly")
-    if dst.kind == "i" and src.kind in "biu" and arr.size:
+    if dst_kind in "iu" and src_kind in "biu" and arr.size:
         lo, hi = int_range(t.dtype)
         low, high = int(arr.min()), int(arr.max())
         if low < lo or high > hi:
@@ -92,7 +114,7 @@ def convert_argument(x: Any, t: TensorType, what: str = "argument") -> np.ndarra
     if src != dst:
         with np.errstate(all="ignore"):
             out = arr.astype(dst)
-        if dst.kind == "f" and src.kind == "f" and dst.itemsize < src.itemsize:
+        if dst_kind == "f" and src_kind == "f" and _narrows(src, dst):
             overflow = np.isinf(out) & np.isfinite(arr)
             if overflow.any():
                 bad = arr[overflow].flat[0]
@@ -100,6 +122,22 @@ def convert_argument(x: Any, t: TensorType, what: str = "argument") -> np.ndarra
         arr = out
     check_shape(arr, t, what)
     return arr
+
+
+def _keeps_values(src: np.dtype[Any], dst: np.dtype[Any]) -> bool:
+    """numpy's `same_kind` rule, with signed and unsigned integers one kind (their ranges
+    are checked) and bfloat16 a float."""
+    src_kind, dst_kind = array_kind(src), array_kind(dst)
+    if src_kind in "iu" and dst_kind in "iu":
+        return True
+    if src_kind == "f" and dst_kind == "f":
+        return True
+    return "biuf".index(src_kind) <= "biuf".index(dst_kind) and (src_kind, dst_kind) != ("f", "i")
+
+
+def _narrows(src: np.dtype[Any], dst: np.dtype[Any]) -> bool:
+    """Whether a float conversion can overflow: to a smaller maximum."""
+    return float(ml_dtypes.finfo(dst).max) < float(ml_dtypes.finfo(src).max)
 
 
 def _dtype_name(dt: np.dtype[Any]) -> str:

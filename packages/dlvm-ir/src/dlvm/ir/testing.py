@@ -29,7 +29,7 @@ from .api import compile
 from .diagnostics import DlvmError
 from .parser import parse
 from .plugin import registry
-from .runtime import ExecutionError, numpy_dtype
+from .runtime import BFLOAT16, ExecutionError, is_float_dtype, numpy_dtype
 from .target import Executable
 from .types import ArrayType, TensorType, TupleType, Type
 from .verifier import verify
@@ -240,6 +240,12 @@ func @predict: ({w}, {b}, {x}) -> {y} {{
 
 # float tolerance by bits: (relative, absolute)
 TOLERANCE = {16: (1e-2, 1e-3), 32: (1e-5, 1e-6), 64: (1e-12, 1e-14)}
+BFLOAT16_TOLERANCE = (4e-2, 1e-2)  # 8 significant bits: one rounding is 2^-9 relative
+
+
+def tolerance(dtype: np.dtype[Any]) -> tuple[float, float]:
+    """(rtol, atol) for comparing two computations of a float dtype's values."""
+    return BFLOAT16_TOLERANCE if dtype == BFLOAT16 else TOLERANCE[dtype.itemsize * 8]
 DYNAMIC = 3  # the size a `_` dimension gets in random arguments
 
 
@@ -309,8 +315,8 @@ def assert_agree(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...], what
     assert len(got) == len(want), what
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g.dtype == w.dtype and g.shape == w.shape, (what, k, g, w)
-        if g.dtype.kind == "f":
-            rtol, atol = TOLERANCE[g.dtype.itemsize * 8]
+        if is_float_dtype(g.dtype):
+            rtol, atol = tolerance(g.dtype)
             np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"{what}[{k}]")
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"{what}[{k}]")

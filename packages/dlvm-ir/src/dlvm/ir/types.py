@@ -36,15 +36,16 @@ class Type:
 
 @dataclass(frozen=True, slots=True)
 class DataType:
-    """An element type: `bool`, `iN` or `fN`."""
+    """An element type: `bool`, `iN` (signed), `uN` (unsigned), `fN` or `bf16` (bfloat16:
+    float32's exponent with an 8-bit significand)."""
 
-    kind: str  # "bool" | "int" | "float"
+    kind: str  # "bool" | "int" | "uint" | "float" | "bfloat"
     bits: int
 
     def __str__(self) -> str:
         if self.kind == "bool":
             return "bool"
-        return ("i" if self.kind == "int" else "f") + str(self.bits)
+        return _PREFIX[self.kind] + str(self.bits)
 
     @property
     def is_numeric(self) -> bool:
@@ -52,32 +53,56 @@ class DataType:
 
     @property
     def is_float(self) -> bool:
-        return self.kind == "float"
+        return self.kind in ("float", "bfloat")
 
     @property
     def is_int(self) -> bool:
+        """Signed or unsigned integers."""
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_signed_int(self) -> bool:
+        """`iN`: what indices and counts are (a negative one is an error to report)."""
         return self.kind == "int"
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind == "uint"
 
     @property
     def is_bool(self) -> bool:
         return self.kind == "bool"
 
     def can_widen_to(self, other: DataType) -> bool:
-        """`dataTypeCast` is allowed within one base kind and never narrows."""
-        return self.kind == other.kind and self.bits <= other.bits
+        """Whether every value of `self` is a value of `other`."""
+        if self.kind == other.kind:
+            return self.bits <= other.bits
+        if self.kind == "bfloat":
+            return other.kind == "float" and other.bits >= 32
+        if self.kind == "uint":
+            return other.kind == "int" and other.bits > self.bits
+        return False
 
+
+_PREFIX = {"int": "i", "uint": "u", "float": "f", "bfloat": "bf"}
 
 BOOL = DataType("bool", 1)
 F16 = DataType("float", 16)
 F32 = DataType("float", 32)
 F64 = DataType("float", 64)
+BF16 = DataType("bfloat", 16)
 I1 = DataType("int", 1)
 I8 = DataType("int", 8)
 I16 = DataType("int", 16)
 I32 = DataType("int", 32)
 I64 = DataType("int", 64)
+U8 = DataType("uint", 8)
+U16 = DataType("uint", 16)
+U32 = DataType("uint", 32)
+U64 = DataType("uint", 64)
 
 FLOAT_WIDTHS = (16, 32, 64)
+UINT_WIDTHS = (8, 16, 32, 64)
 MAX_INT_WIDTH = 64
 # The largest dimension, element count or array count: sizes are i64 at run time.
 MAX_SIZE = 2**63 - 1
@@ -87,10 +112,14 @@ def parse_data_type(text: str) -> DataType | None:
     """`f32` → F32; returns None if `text` names no data type."""
     if text == "bool":
         return BOOL
-    if len(text) >= 2 and text[0] in "if" and text[1:].isdigit() and text[1] != "0":
+    if text == "bf16":
+        return BF16
+    if len(text) >= 2 and text[0] in "ifu" and text[1:].isdigit() and text[1] != "0":
         bits = int(text[1:])
         if text[0] == "f":
             return DataType("float", bits) if bits in FLOAT_WIDTHS else None
+        if text[0] == "u":
+            return DataType("uint", bits) if bits in UINT_WIDTHS else None
         return DataType("int", bits) if 1 <= bits <= MAX_INT_WIDTH else None
     return None
 

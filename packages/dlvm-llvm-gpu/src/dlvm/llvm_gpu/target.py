@@ -21,6 +21,7 @@ from dlvm.ir.core import ScalarLiteral
 from dlvm.ir.runtime import ExecutionError
 from dlvm.ir.target import check_option, flatten_results
 from dlvm.ir.types import TensorType, Type
+from dlvm.llvm.codegen.data_types import check_data_types
 from dlvm.llvm.codegen.optimize import optimized
 from dlvm.llvm.codegen.rules import load_plugin_rules
 from dlvm.llvm.codegen.specialize import Specializer
@@ -143,6 +144,7 @@ class NVPTXTarget(ir.Target):
         from dlvm.ir.api import has_gradient_declarations
 
         ir.verify(module)
+        check_data_types(module, self.name)
         if has_gradient_declarations(module) and ir.registry().has("pass", "differentiation"):
             module = ir.clone(module)
             ir.run_passes(module, "differentiation")

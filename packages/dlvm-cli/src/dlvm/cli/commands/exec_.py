@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from dlvm.ir import Function, Module
 
 DTYPE_NAMES = {"float16": "f16", "float32": "f32", "float64": "f64", "bool": "bool",
-               "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64"}
+               "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
+               "uint16": "u16", "uint32": "u32", "uint64": "u64", "bfloat16": "bf16"}
 PRINT_THRESHOLD = 1000  # elements; larger arrays are summarized with '...'
 # options that only some targets have (the interpreter's): ignored with a warning elsewhere
 OPTIONAL_OPTIONS = ("seed", "max_steps")

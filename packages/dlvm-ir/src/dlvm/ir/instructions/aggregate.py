@@ -21,7 +21,14 @@ from ..core import (
     Value,
 )
 from ..opdef import define
-from ..runtime import ExecutionError, Pointer, format_np_shape, get_element, set_element
+from ..runtime import (
+    ExecutionError,
+    Pointer,
+    format_np_shape,
+    get_element,
+    int_range,
+    set_element,
+)
 from ..types import (
     INVALID,
     ArrayType,
@@ -56,7 +63,7 @@ def check_literal(lit: Literal, t: Type, m: Module | None) -> None:
         elif isinstance(v, int):
             if not rt.dtype.is_numeric:
                 fail(f"integer literal cannot have type '{t}'")
-            if rt.dtype.is_int and not -(2 ** (rt.dtype.bits - 1)) <= v < 2 ** (rt.dtype.bits - 1):
+            if rt.dtype.is_int and not int_range(rt.dtype)[0] <= v <= int_range(rt.dtype)[1]:
                 fail(f"integer literal {v} does not fit in '{rt.dtype}'")
         elif not rt.dtype.is_float:
             fail(f"floating-point literal cannot have type '{t}'")
@@ -194,8 +201,9 @@ def element_type(t: Type, keys: Sequence[Any], m: Module | None, what: str = "va
                 fail(f"cannot index into '{t}'")
         else:  # a dynamic index
             kt = resolved(key.type, m)
-            if not (isinstance(kt, TensorType) and kt.is_scalar and kt.dtype.is_int):
-                fail(f"a dynamic index must be an integer scalar, found '{key.type}'")
+            if not (isinstance(kt, TensorType) and kt.is_scalar and kt.dtype.is_signed_int):
+                fail(f"a dynamic index must be a signed integer scalar (iN), found "
+                     f"'{key.type}'")
             if isinstance(rt, TensorType) and rt.rank > 0:
                 t = rt.with_shape(rt.shape[1:])
             elif isinstance(rt, ArrayType):

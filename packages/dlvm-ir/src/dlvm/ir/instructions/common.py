@@ -42,6 +42,13 @@ def numeric_tensor(v: Value, module: Module | None, what: str = "operand") -> Te
     return t
 
 
+def integer_tensor(v: Value, module: Module | None, what: str = "operand") -> TensorType:
+    t = tensor_type(v, module, what)
+    if not t.dtype.is_int:
+        fail(f"{what} must have an integer data type (iN or uN), found '{v.type}'")
+    return t
+
+
 def bool_tensor(v: Value, module: Module | None, what: str = "operand") -> TensorType:
     t = tensor_type(v, module, what)
     if not t.dtype.is_bool:

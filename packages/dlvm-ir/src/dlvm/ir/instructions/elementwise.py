@@ -14,9 +14,17 @@ import numpy as np
 
 from ..core import Instruction, Module
 from ..opdef import define
-from ..runtime import ExecutionError, format_np_shape, numpy_dtype
+from ..runtime import ExecutionError, format_np_shape, is_float_dtype, numpy_dtype
 from ..types import BOOL, TensorType, Type, broadcast_shapes
-from .common import bool_tensor, fail, float_tensor, numeric_tensor, result_array, tensor_type
+from .common import (
+    bool_tensor,
+    fail,
+    float_tensor,
+    integer_tensor,
+    numeric_tensor,
+    result_array,
+    tensor_type,
+)
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
@@ -86,9 +94,11 @@ UNARY: dict[str, tuple[Callable[[Any], Any], str, str]] = {
     "erf": (_erf, "float", "error function"),
     "erfc": (_erfc, "float", "complementary error function, 1 − erf(x)"),
     "not": (np.logical_not, "bool", "logical not"),
+    "bitNot": (np.invert, "integer", "every bit of x flipped (−x − 1 for iN)"),
 }
 
-_DOMAIN_CHECK = {"float": float_tensor, "numeric": numeric_tensor, "bool": bool_tensor}
+_DOMAIN_CHECK = {"float": float_tensor, "numeric": numeric_tensor, "bool": bool_tensor,
+                 "integer": integer_tensor}
 
 
 def _divides_by_zero(a: np.ndarray, b: np.ndarray) -> bool:
@@ -151,6 +161,16 @@ INTEGER_TRAPS = frozenset({"divide", "truncateDivide", "floorDivide", "modulo", 
 BOOLEAN_BINARY: dict[str, tuple[Callable[[Any, Any], Any], bool, str]] = {
     "and": (np.logical_and, True, "logical and"),
     "or": (np.logical_or, True, "logical or"),
+}
+# A shift by an amount outside [0, N) moves every bit out: 0, or −1 for a negative iN shifted
+# right (numpy's rule, and an operand of `uN` or `iN`, never poison as in LLVM).
+BITWISE_BINARY: dict[str, tuple[Callable[[Any, Any], Any], bool, str]] = {
+    "bitAnd": (np.bitwise_and, True, "bitwise and"),
+    "bitOr": (np.bitwise_or, True, "bitwise or"),
+    "bitXor": (np.bitwise_xor, True, "bitwise exclusive or"),
+    "shiftLeft": (np.left_shift, False, "a · 2ᵇ, wrapping (bits shifted out are lost)"),
+    "shiftRight": (np.right_shift, False,
+                   "a shifted right b bits: arithmetic for iN (⌊a / 2ᵇ⌋), logical for uN"),
 }
 COMPARE: dict[str, tuple[Callable[[Any, Any], Any], bool, str]] = {
     "lessThan": (np.less, False, "a < b"),
@@ -229,6 +249,7 @@ for _name, (_fn, _domain, _summary) in UNARY.items():
 for _table, _domain, _category in (
     (NUMERIC_BINARY, "numeric", "binary"),
     (BOOLEAN_BINARY, "bool", "boolean"),
+    (BITWISE_BINARY, "integer", "bitwise"),
 ):
     for _name, (_fn2, _comm, _summary) in _table.items():
         define(_name, "$lhs , $rhs", _binary_rule(_domain),
@@ -271,7 +292,7 @@ def _cast_rule(inst: Instruction, m: Module | None) -> Type:
 def _cast_eval(inst: Instruction, frame: Any) -> Any:
     x = frame.get(inst.x)
     target = numpy_dtype(inst.dtype)
-    if target.kind in "iu" and x.dtype.kind == "f":
+    if target.kind in "iu" and is_float_dtype(x.dtype):
         with np.errstate(all="ignore"):
             x = np.trunc(x)
     if target.kind == "b":

@@ -43,8 +43,8 @@ def _stack(v: Any, m: Module | None) -> None:
 
 def _int_count(v: Any, m: Module | None) -> None:
     t = scalar_of(v, m, "count")
-    if not t.dtype.is_int:
-        fail(f"count must be an integer scalar, found '{v.type}'")
+    if not t.dtype.is_signed_int:
+        fail(f"count must be a signed integer scalar (iN), found '{v.type}'")
 
 
 def _address(inst: Instruction, field: str, frame: Any) -> Pointer:

@@ -489,11 +489,11 @@ def combinator_callable(fl: FunctionLowering, inst: Instruction
     """(function, its type, None) for a function combinator; (None, None, name) for an
     opcode or builtin."""
     comb = inst.combinator
-    if isinstance(comb, str):
-        return None, None, comb
-
     if isinstance(comb, BuiltinRef):
-        return None, None, comb.name
+        comb = comb.name
+    if isinstance(comb, str):
+        unsigned = comb in ("min", "max") and fl.tensor_type(inst.x).dtype.is_unsigned
+        return None, None, "u" + comb if unsigned else comb
     target = fl.value(comb)
     t = fl.tensor_type(inst.x)
     st = scalar_type(t.dtype)

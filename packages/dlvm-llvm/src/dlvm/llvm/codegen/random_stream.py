@@ -41,14 +41,16 @@ def widened(b: ll.IRBuilder, v: ll.Value, dtype: DataType) -> ll.Value:
     """A bound as float64 (floats) or int64 (integers), where the arithmetic happens."""
     if dtype.is_float:
         return v if dtype.bits == 64 else b.fpext(v, F64)
-    return v if dtype.bits == 64 else b.sext(v, I64)
+    if dtype.bits == 64:
+        return v
+    return b.zext(v, I64) if dtype.is_unsigned else b.sext(v, I64)
 
 
 def bad_range(b: ll.IRBuilder, lower: ll.Value, upper: ll.Value, dtype: DataType
               ) -> ll.Value:
     """Whether [lower, upper) is empty (or, for floats, wider than float64 holds)."""
     if not dtype.is_float:
-        return b.icmp_signed(">=", lower, upper)
+        return (b.icmp_unsigned if dtype.is_unsigned else b.icmp_signed)(">=", lower, upper)
     lo, hi = widened(b, lower, dtype), widened(b, upper, dtype)
     span = b.fsub(hi, lo)
     fabs = declare(b.module, "llvm.fabs.f64", F64, [F64])

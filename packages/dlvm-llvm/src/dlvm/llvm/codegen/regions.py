@@ -68,10 +68,16 @@ CHUNKS_PER_THREAD = 4
 
 
 def combinator_name(inst: Instruction) -> str:
+    """The built-in combinator of a reduction; `umin`/`umax` for `min`/`max` of `uN`
+    elements (LLVM's integers have no sign)."""
     if inst.opcode == "unbroadcast":
         return "add"
     comb = inst.combinator
-    return comb.name if isinstance(comb, BuiltinRef) else comb
+    name = comb.name if isinstance(comb, BuiltinRef) else comb
+    t = inst.type
+    if name in ("min", "max") and isinstance(t, TensorType) and t.dtype.is_unsigned:
+        return "u" + name
+    return name
 
 
 def accumulation_dtype(inst: Instruction, dtype: DataType) -> DataType:

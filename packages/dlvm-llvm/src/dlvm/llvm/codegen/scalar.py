@@ -7,7 +7,9 @@ libdevice on NVIDIA GPUs) and how to report a run-time error without leaving the
 the loop still vectorizes): a rule raises a flag, and the loop checks it once at its end.
 
 Semantics are numpy's, as the interpreter's: integers wrap at their storage width, integer
-division truncates toward zero and fails on zero, `min`/`max` propagate NaN, comparisons with
+division truncates toward zero and fails on zero, unsigned integers (`uN`) divide, compare,
+widen and convert as unsigned (LLVM's integers have no sign: the rule asks the operand's
+data type), `min`/`max` propagate NaN, comparisons with
 NaN are false except `notEqual`, float→int casts truncate (saturating where numpy's result
 is undefined). A plugin adds a rule for its own element-wise instruction to this table with
 `dlvm.llvm.scalar_rule` (`rules.py`).
@@ -99,6 +101,15 @@ def is_float(v: ll.Value) -> bool:
     return isinstance(v.type, ll.HalfType | ll.FloatType | ll.DoubleType)
 
 
+def is_unsigned(e: ScalarEmitter, inst: Instruction, field_name: str) -> bool:
+    """Whether operand `field_name` of `inst` (its first operand, for a built-in function
+    called with arguments) is a `uN`: LLVM's registers do not say."""
+    operand = inst.fields.get(field_name)
+    if operand is None:
+        operand = inst.operands[0]
+    return e.dtype_of(operand).is_unsigned
+
+
 # ---------------------------------------------------------------- unary
 
 MATH_UNARY = ("exp", "log", "tanh", "erf", "erfc", "sin", "cos", "tan", "asin", "acos", "atan",
@@ -142,6 +153,8 @@ def _sign(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
         pos = b.fcmp_ordered(">", x, const(t, 0))
         neg = b.fcmp_ordered("<", x, const(t, 0))
         return b.select(pos, const(t, 1), b.select(neg, const(t, -1), x))
+    if is_unsigned(e, inst, "x"):
+        return b.zext(b.icmp_unsigned("!=", x, const(t, 0)), t)
     return b.sub(b.zext(b.icmp_signed(">", x, const(t, 0)), t),
                  b.zext(b.icmp_signed("<", x, const(t, 0)), t))
 
@@ -175,11 +188,13 @@ def _multiply(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Valu
 
 def safe_divisor(e: ScalarEmitter, inst: Instruction, x: ll.Value, y: ll.Value,
                  what: str) -> tuple[ll.Value, ll.Value]:
-    """(divisor, minus-one flag): zero raises `what`; −1 is handled apart, since
+    """(divisor, minus-one flag): zero raises `what`; a signed −1 is handled apart, since
     MIN / −1 overflows (numpy wraps it)."""
     b, t = e.b, y.type
     zero = b.icmp_signed("==", y, const(t, 0))
     e.error_if(zero, inst, what)
+    if is_unsigned(e, inst, "rhs"):
+        return b.select(zero, const(t, 1), y), ll.Constant(I1, 0)
     minus_one = b.icmp_signed("==", y, const(t, -1))
     return b.select(b.or_(zero, minus_one), const(t, 1), y), minus_one
 
@@ -187,6 +202,8 @@ def safe_divisor(e: ScalarEmitter, inst: Instruction, x: ll.Value, y: ll.Value,
 def int_truncated_divide(e: ScalarEmitter, inst: Instruction, x: ll.Value,
                          y: ll.Value) -> ll.Value:
     d, minus_one = safe_divisor(e, inst, x, y, "integer division by zero")
+    if is_unsigned(e, inst, "rhs"):
+        return e.b.udiv(x, d)
     return e.b.select(minus_one, e.b.sub(const(x.type, 0), x), e.b.sdiv(x, d))
 
 
@@ -209,6 +226,8 @@ def _floor_divide(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.
     # ⌊a / b⌋, computed as numpy does (from fmod, so that it is exact)
     x, y = a
     b, t = e.b, x.type
+    if not is_float(x) and is_unsigned(e, inst, "rhs"):
+        return int_truncated_divide(e, inst, x, y)  # ⌊a / b⌋ = trunc(a / b) when a, b ≥ 0
     if not is_float(x):
         q = int_truncated_divide(e, inst, x, y)
         d, _ = safe_divisor(e, inst, x, y, "integer division by zero")
@@ -238,19 +257,28 @@ def _modulo(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
     if is_float(x):
         return e.b.frem(x, y)
     d, minus_one = safe_divisor(e, inst, x, y, "integer modulo by zero")
+    if is_unsigned(e, inst, "rhs"):
+        return e.b.urem(x, d)
     return e.b.select(minus_one, const(x.type, 0), e.b.srem(x, d))
 
 
 @rule("min")
 def _min(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
     # the smaller (NaN if either is NaN)
-    return e.intrinsic("minimum" if is_float(a[0]) else "smin", *a)
+    return e.intrinsic(min_max_intrinsic("min", a[0], is_unsigned(e, inst, "lhs")), *a)
 
 
 @rule("max")
 def _max(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
     # the larger (NaN if either is NaN)
-    return e.intrinsic("maximum" if is_float(a[0]) else "smax", *a)
+    return e.intrinsic(min_max_intrinsic("max", a[0], is_unsigned(e, inst, "lhs")), *a)
+
+
+def min_max_intrinsic(which: str, x: ll.Value, unsigned: bool) -> str:
+    """The LLVM intrinsic of `min`/`max` for `x`'s type (floats propagate NaN)."""
+    if is_float(x):
+        return "minimum" if which == "min" else "maximum"
+    return ("u" if unsigned else "s") + which
 
 
 @rule("power")
@@ -260,17 +288,74 @@ def _power(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
     if is_float(x):
         return e.math("pow", x, y)
     b, t = e.b, x.type
-    e.error_if(b.icmp_signed("<", y, const(t, 0)), inst,
-               "integer power with a negative exponent")
+    n = y
+    if not is_unsigned(e, inst, "rhs"):
+        e.error_if(b.icmp_signed("<", y, const(t, 0)), inst,
+                   "integer power with a negative exponent")
+        n = b.select(b.icmp_signed("<", y, const(t, 0)), const(t, 0), y)
     result = const(t, 1)
     base = x
-    n = b.select(b.icmp_signed("<", y, const(t, 0)), const(t, 0), y)
     for _ in range(t.width):  # unrolled: branch-free, so the loop around it vectorizes
         bit = b.trunc(b.and_(n, const(t, 1)), I1)
         result = b.select(bit, b.mul(result, base), result)
         base = b.mul(base, base)
         n = b.lshr(n, const(t, 1))
     return result
+
+
+# ---------------------------------------------------------------- bitwise (integers)
+
+
+@rule("bitNot")
+def _bit_not(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
+    # every bit flipped
+    return e.b.xor(a[0], const(a[0].type, -1))
+
+
+@rule("bitAnd")
+def _bit_and(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
+    # a & b
+    return e.b.and_(*a)
+
+
+@rule("bitOr")
+def _bit_or(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
+    # a | b
+    return e.b.or_(*a)
+
+
+@rule("bitXor")
+def _bit_xor(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
+    # a ^ b
+    return e.b.xor(*a)
+
+
+def shift_in_range(e: ScalarEmitter, y: ll.Value) -> ll.Value:
+    """Whether 0 ≤ b < the storage width (LLVM's shifts are poison outside; numpy's shift
+    every bit out). A negative iN amount is a huge unsigned one: one compare says both."""
+    return e.b.icmp_unsigned("<", y, const(y.type, y.type.width))
+
+
+@rule("shiftLeft")
+def _shift_left(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
+    # a · 2ᵇ (0 once every bit is shifted out)
+    x, y = a
+    inside = shift_in_range(e, y)
+    safe = e.b.select(inside, y, const(y.type, 0))
+    return e.b.select(inside, e.b.shl(x, safe), const(x.type, 0))
+
+
+@rule("shiftRight")
+def _shift_right(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
+    # ⌊a / 2ᵇ⌋ for iN (sign bits shifted in), a / 2ᵇ for uN (zeros)
+    x, y = a
+    b, t = e.b, x.type
+    inside = shift_in_range(e, y)
+    safe = b.select(inside, y, const(y.type, 0))
+    if is_unsigned(e, inst, "lhs"):
+        return b.select(inside, b.lshr(x, safe), const(t, 0))
+    beyond = b.ashr(x, const(t, t.width - 1))  # all sign bits
+    return b.select(inside, b.ashr(x, safe), beyond)
 
 
 # ---------------------------------------------------------------- booleans and compares
@@ -298,7 +383,7 @@ def _compare(op: str) -> Rule:
         if is_float(x):  # ordered (false on NaN), except ≠ which is true on NaN
             return (e.b.fcmp_unordered(op, x, y) if op == "!=" else
                     e.b.fcmp_ordered(op, x, y))
-        if x.type == I1:
+        if x.type == I1 or is_unsigned(e, inst, "lhs"):
             return e.b.icmp_unsigned(op, x, y)
         return e.b.icmp_signed(op, x, y)
 
@@ -330,18 +415,20 @@ def _cast(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
     if target.is_bool:
         return (b.fcmp_unordered("!=", x, const(x.type, 0)) if is_float(x) else
                 b.icmp_signed("!=", x, const(x.type, 0)))
+    from_unsigned = x.type == I1 or is_unsigned(e, inst, "x")
     if target.is_float:
         if is_float(x):
             return b.fpext(x, to) if float_bits(x.type) < float_bits(to) else rounded(b, x, to)
-        return b.uitofp(x, to) if x.type == I1 else b.sitofp(x, to)
+        return b.uitofp(x, to) if from_unsigned else b.sitofp(x, to)
     # to an integer
     if is_float(x):
-        fn = declare(b.module, f"llvm.fptosi.sat.{type_suffix(to)}.{type_suffix(x.type)}",
+        sign = "u" if target.is_unsigned else "s"
+        fn = declare(b.module, f"llvm.fpto{sign}i.sat.{type_suffix(to)}.{type_suffix(x.type)}",
                      to, [x.type])
         return b.call(fn, [x])
-    if x.type == I1:
-        return b.zext(x, to)
-    return b.sext(x, to) if x.type.width < to.width else b.trunc(x, to)
+    if x.type.width >= to.width:
+        return b.trunc(x, to)
+    return b.zext(x, to) if from_unsigned else b.sext(x, to)
 
 
 def float_bits(t: ll.Type) -> int:
@@ -360,10 +447,9 @@ def combine(e: ScalarEmitter, combinator: str, acc: ll.Value, x: ll.Value,
         return b.fadd(acc, x, flags=flags) if is_float(x) else b.add(acc, x)
     if combinator == "multiply":
         return b.fmul(acc, x, flags=flags) if is_float(x) else b.mul(acc, x)
-    if combinator in ("min", "max"):
-        name = ("minimum" if combinator == "min" else "maximum") if is_float(x) else (
-            "smin" if combinator == "min" else "smax")
-        return e.intrinsic(name, acc, x)
+    if combinator in ("min", "max", "umin", "umax"):
+        which = combinator.removeprefix("u")
+        return e.intrinsic(min_max_intrinsic(which, x, combinator != which), acc, x)
     if combinator == "and":
         return b.and_(acc, x)
     if combinator == "or":
@@ -382,7 +468,7 @@ def identity(combinator: str, dtype: DataType) -> float | int | bool:
     if dtype.is_float:
         return math.inf if combinator == "min" else -math.inf
     info = np.iinfo(numpy_dtype(dtype))
-    return int(info.max) if combinator == "min" else int(info.min)
+    return int(info.max) if combinator in ("min", "umin") else int(info.min)
 
 
 def tensor_dtype(t: Any) -> DataType:
