@@ -12,7 +12,25 @@ import numpy as np
 import dlvm.ir as ir
 import onnx
 from dlvm.ir import Builder, DenseLiteral, Value, constant
-from dlvm.ir.types import BOOL, F16, F32, F64, I8, I16, I32, I64, DataType, TensorType, scalar
+from dlvm.ir.runtime import numpy_dtype
+from dlvm.ir.types import (
+    BF16,
+    BOOL,
+    F16,
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    DataType,
+    TensorType,
+    scalar,
+)
 
 from . import indices
 from .errors import Invalid, Unsupported
@@ -21,10 +39,11 @@ from .errors import Invalid, Unsupported
 DTYPES: dict[int, DataType] = {
     onnx.TensorProto.FLOAT: F32, onnx.TensorProto.DOUBLE: F64, onnx.TensorProto.FLOAT16: F16,
     onnx.TensorProto.INT8: I8, onnx.TensorProto.INT16: I16, onnx.TensorProto.INT32: I32,
-    onnx.TensorProto.INT64: I64, onnx.TensorProto.BOOL: BOOL,
+    onnx.TensorProto.INT64: I64, onnx.TensorProto.BOOL: BOOL, onnx.TensorProto.UINT8: U8,
+    onnx.TensorProto.UINT16: U16, onnx.TensorProto.UINT32: U32, onnx.TensorProto.UINT64: U64,
+    onnx.TensorProto.BFLOAT16: BF16,
 }
-NUMPY = {F32: np.float32, F64: np.float64, F16: np.float16, I8: np.int8, I16: np.int16,
-         I32: np.int32, I64: np.int64, BOOL: np.bool_}
+NUMPY = {dt: numpy_dtype(dt).type for dt in DTYPES.values()}
 
 
 @dataclass

@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import onnx
 import onnx.defs
 
 from .conformance import recorded
@@ -73,10 +74,22 @@ def table() -> str:
             rows.append(f"| `{op}` | converted | {tests} | {description(op)} |")
         elif op in AT_IMPORT:
             rows.append(f"| `{op}` | at import | {tests} | {AT_IMPORT[op]} |")
+        elif has_function_body(op):
+            rows.append(f"| `{op}` | its ONNX function | {tests} | the operators of the body "
+                        "that ONNX defines for it (refused where one of them is) |")
         else:
             rows.append(f"| `{op}` | refused | {tests} | (evaluated at import when its "
                         "inputs are constants) |")
     return "\n".join(rows)
+
+
+def has_function_body(op: str) -> bool:
+    """Whether ONNX defines `op` (at the newest opset) as a function of other operators."""
+    try:
+        schema = onnx.defs.get_schema(op)
+    except onnx.defs.SchemaError:
+        return False
+    return bool(schema.has_function or schema.has_context_dependent_function)
 
 
 def description(op: str) -> str:

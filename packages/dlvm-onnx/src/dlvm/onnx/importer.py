@@ -32,13 +32,14 @@ import onnx.version_converter
 from dlvm.ir import Builder, DerivativeDecl, Diagnostic, Value
 from dlvm.ir.core import UniqueNames
 from dlvm.ir.files import MAX_TEXT_BYTES, read_input
-from dlvm.ir.types import AliasDecl, FunctionType, NominalType, TensorType, TupleType, Type
+from dlvm.ir.types import I64, AliasDecl, FunctionType, NominalType, TensorType, TupleType, Type
 from onnx.reference import ReferenceEvaluator
 
 from . import indices
 from .context import DTYPES, NodeContext, ShapeVector, array_literal, dtype_of
 from .errors import Invalid, TooLarge, Unsupported
-from .ops import CONVERTERS
+from .functions import expand, function_body
+from .ops import CONVERTERS, DOMAINS
 from .reductions import hardmax_flattened
 from .shapes import check_graph, input_dims, tensor_array
 
@@ -100,7 +101,7 @@ class Importer:
         version raised to 4 where the converter made initializers that are not graph inputs
         (IR versions before 4 require that they are)."""
         opset = default_opset(model)
-        if opset >= MIN_OPSET:
+        if opset >= MIN_OPSET or not imports_default_domain(model):
             return model
         if opset < 7:
             model = prelu_slopes_broadcast(model)
@@ -235,9 +236,18 @@ class Importer:
             for o in node.output:
                 env[o] = POISON
             return
+        if self.expandable(node, inputs):
+            body = function_body(node, self.opset, [self.tensor_type(x) for x in inputs])
+            if body is not None:
+                for inner in expand(node, body):
+                    self.convert(inner, env, b, names)
+                return
         try:
-            if node.domain not in ("", "ai.onnx"):
-                raise Unsupported(f"operators of the domain '{node.domain}'")
+            domain = "" if node.domain == "ai.onnx" else node.domain
+            if domain != DOMAINS.get(node.op_type, ""):
+                if domain:
+                    raise Unsupported(f"operators of the domain '{node.domain}'")
+                raise Unsupported("no conversion for this operator")
             indices.check(node, [self.shape(x) for x in inputs],
                           [x if isinstance(x, np.ndarray) else None for x in inputs], self.opset)
             results = self.evaluate(node, inputs, b)
@@ -260,6 +270,24 @@ class Importer:
             if isinstance(v, ir.Instruction) and v.name is None and v.block is not None:
                 v.name = names(sanitize(o))
             env[o] = v
+
+    def expandable(self, node: onnx.NodeProto, inputs: list[Any]) -> bool:
+        """Whether `node` is converted through its operator's ONNX function body: it has no
+        converter, and is not folded at import (inputs all constant)."""
+        if node.op_type in CONVERTERS or node.op_type in ("Constant", "Shape", "ConstantOfShape"):
+            return False
+        return not all(isinstance(x, np.ndarray) for x in inputs if x is not None)
+
+    def tensor_type(self, x: Any) -> TensorType | None:
+        """The type of a node's input, where it is a tensor."""
+        if isinstance(x, np.ndarray):
+            return TensorType(x.shape, dtype_of(x))
+        if isinstance(x, ShapeVector):
+            return TensorType(x.dims.shape, I64)
+        if isinstance(x, Value):
+            t = self.module.resolve(x.type)
+            return t if isinstance(t, TensorType) else None
+        return None
 
     def shape(self, x: Any) -> tuple[int | None, ...] | None:
         """The shape of a node's input where it is known (None: absent)."""
@@ -445,8 +473,15 @@ def with_dims(model: onnx.ModelProto, dims: dict[str, int], source: str) -> onnx
     return out
 
 
+def imports_default_domain(model: onnx.ModelProto) -> bool:
+    return any(o.domain in ("", "ai.onnx") for o in model.opset_import)
+
+
 def default_opset(model: onnx.ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    """The model's opset of ONNX's default domain (the newest, for a model that uses only
+    other domains: it has no operator of the default one to convert)."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                onnx.defs.onnx_opset_version())
 
 
 def prelu_slopes_broadcast(model: onnx.ModelProto) -> onnx.ModelProto:

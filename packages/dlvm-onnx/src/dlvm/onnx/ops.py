@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dlvm.ir import Value, constant
+from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import BOOL, I8, I64, TensorType, scalar
 
 from .context import DTYPES, NodeContext, ShapeVector
@@ -214,15 +215,41 @@ def _cast_like(c: NodeContext) -> list[Value]:
     return [x if c.type_of(x).dtype == to else c.b.dataTypeCast(x, to)]
 
 
-@converts("Identity", "Dropout")
+@converts("Identity")
 def _identity(c: NodeContext) -> list[Value]:
-    """inference: the input unchanged (Dropout's mask output is not supported)"""
-    if c.node.op_type == "Dropout" and len(c.node.output) > 1 and c.node.output[1]:
-        raise Unsupported("Dropout's mask output")
-    training = c.const(2) if c.has(2) else np.array(False)
-    if c.node.op_type == "Dropout" and (training is None or training.any()):
-        raise Unsupported("Dropout in training mode")
+    """the input unchanged"""
     return [c.value(0)]
+
+
+@converts("BitCast")
+def _bit_cast(c: NodeContext) -> list[Value]:
+    """the bits of each element read as another type of the same width"""
+    x = c.value(0)
+    to = DTYPES.get(c.attr("to"))
+    if to is None:
+        raise Unsupported(f"BitCast to element type {c.attr('to')}")
+    t = c.type_of(x)
+    width = 8 if t.dtype == BOOL else t.dtype.bits
+    if to.bits != width or to == BOOL:
+        raise Invalid(f"BitCast from {t.dtype} to {to}: the widths differ")
+    if t.dtype == BOOL:  # a byte of 0 or 1: the same number as an 8-bit integer
+        return [c.b.dataTypeCast(x, to)]
+    return [c.b.bitCast(x, t.with_dtype(to))]
+
+
+@converts("Dropout")
+def _dropout(c: NodeContext) -> list[Value]:
+    """inference (or a ratio of 0): the input unchanged, and a mask that keeps everything"""
+    training = c.const(2) if c.has(2) else np.array(False)
+    ratio = c.const(1) if c.has(1) else np.array(c.attr("ratio", 0.5))
+    if training is None or (training.any() and (ratio is None or ratio.any())):
+        raise Unsupported("Dropout in training mode with a ratio above 0 (a random mask "
+                          "that ONNX leaves to each runtime)")
+    x = c.value(0)
+    if len(c.node.output) < 2 or not c.node.output[1]:
+        return [x]
+    yes = constant(True, scalar(BOOL))
+    return [x, c.b.select(yes, yes, c.b.notEqual(x, x))]  # x's shape, all true
 
 
 # ------------------------------------------------------------------ linear algebra
@@ -414,7 +441,7 @@ def _reduce(c: NodeContext) -> list[Value]:
         out = c.b.reduce(x, fold, constant(unit, scalar(BOOL)), axes) if axes else x
         return [keep_axes(c, out, axes) if keep and axes else out]
     if not c.type_of(x).dtype.is_float and op in ("ReduceMax", "ReduceMin"):
-        info = np.iinfo(np.dtype(f"int{c.type_of(x).dtype.bits}"))
+        info = np.iinfo(numpy_dtype(c.type_of(x).dtype))
         init = info.min if op == "ReduceMax" else info.max
     return [reduce_to(c, x, combinator, init, axes, keep)]
 
@@ -619,4 +646,20 @@ def _expand(c: NodeContext) -> list[Value]:
 
 
 # the other converter modules register themselves here (they import this module's helpers)
-from . import gather, normalization, pointwise, recurrent, reductions, spatial  # noqa: E402, F401
+from . import (  # noqa: E402, F401
+    classic_ml,
+    gather,
+    normalization,
+    pointwise,
+    quantization,
+    rearranged,
+    recurrent,
+    reductions,
+    spatial,
+    spectral,
+    training,
+)
+
+# operators of domains other than ONNX's default one, by the domain that defines them
+DOMAINS = {**dict.fromkeys(("Adagrad", "Adam", "Momentum"), training.DOMAIN),
+           **dict.fromkeys(("Binarizer", "ArrayFeatureExtractor"), classic_ml.DOMAIN)}

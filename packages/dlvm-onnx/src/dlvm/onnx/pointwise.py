@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dlvm.ir import Value
+from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import F16, F32, F64, DataType
 
 from .context import NodeContext
@@ -255,7 +256,7 @@ def shrink_integers(c: NodeContext, x: Value, lambd: float, bias: float) -> Valu
     """Shrink of integers, exactly: x > λ ⇔ x > ⌊λ⌋, x < −λ ⇔ x < ⌈−λ⌉ (thresholds outside
     the type's range: always or never), the bias subtracted as an integer."""
     dt = c.type_of(x).dtype
-    info = np.iinfo(np.dtype(f"int{dt.bits}"))
+    info = np.iinfo(numpy_dtype(dt))
     if bias != int(bias) or not info.min <= bias <= info.max:
         raise Unsupported(f"Shrink of {dt} elements with bias={bias} (not an integer of "
                           "that type)")
@@ -414,56 +415,37 @@ def integer_type(c: NodeContext, x: Value) -> DataType:
     return dt
 
 
-def bits(c: NodeContext, x: Value, powers: Value) -> Value:
-    """x's bits below the sign bit as 0/1 along a new last axis: ⌊x / 2ᵏ⌋ mod 2 (two's
-    complement: floor division by 2ᵏ shifts right)."""
-    b = c.b
-    shifted = b.floorDivide(b.padShape(x, c.rank(x)), powers)
-    two = c.number(2, x)
-    return b.subtract(shifted, b.multiply(b.floorDivide(shifted, two), two))
-
-
-def padded(c: NodeContext, x: Value, rank: int) -> Value:
-    """x with leading 1-dimensions up to `rank` (scalars too: the bits' axis goes last)"""
-    while c.rank(x) < rank:
-        x = c.b.padShape(x, 0)
-    return x
-
-
-BIT_OPS: dict[str, tuple[Callable[..., Value], str]] = {
-    # the bits' combination as arithmetic on 0/1, and the sign bits' as a boolean opcode
-    "BitwiseAnd": (lambda b, p, q: b.multiply(p, q), "and"),
-    "BitwiseOr": (lambda b, p, q: b.subtract(b.add(p, q), b.multiply(p, q)), "or"),
-    "BitwiseXor": (lambda b, p, q: b.square(b.subtract(p, q)), "notEqual"),
-}
+BIT_OPS = {"BitwiseAnd": "bitAnd", "BitwiseOr": "bitOr", "BitwiseXor": "bitXor"}
 
 
 @converts("BitwiseAnd", "BitwiseOr", "BitwiseXor")
 def _bitwise(c: NodeContext) -> list[Value]:
-    """a & b, a | b, a ^ b of signed integers: bit by bit, Σₖ 2ᵏ·(aₖ ∘ bₖ) below the sign
-    bit plus its own (−2ⁿ⁻¹), numpy broadcasting"""
+    """a & b, a | b, a ^ b of integers, numpy broadcasting"""
     a, d = c.value(0), c.value(1)
     dt = integer_type(c, a)
     if c.type_of(d).dtype != dt:
         raise Unsupported(f"{c.node.op_type} of {dt} and {c.type_of(d).dtype}")
-    rank = max(c.rank(a), c.rank(d))
-    a, d = padded(c, a, rank), padded(c, d, rank)
-    combine, opcode = BIT_OPS[c.node.op_type]
-    b = c.b
-    powers = c.literal(np.array([2**k for k in range(dt.bits - 1)], f"int{dt.bits}"
-                                ).reshape((1,) * rank + (dt.bits - 1,)))
-    low = combine(b, bits(c, a, powers), bits(c, d, powers))
-    total = b.reduce(b.multiply(low, powers), "add", c.number(0, a), [rank])
-    zero = c.number(0, a)
-    sign = b.create(opcode, b.lessThan(a, zero), b.lessThan(d, zero))
-    top = b.select(c.number(-(2 ** (dt.bits - 1)), a), zero, sign)
-    return [b.add(total, top)]
+    return [binary(c, BIT_OPS[c.node.op_type], a, d)]
 
 
 @converts("BitwiseNot")
 def _bitwise_not(c: NodeContext) -> list[Value]:
-    """~x = −1 − x (two's complement; never overflows)"""
+    """~x"""
     x = c.value(0)
     integer_type(c, x)
-    return [c.b.subtract(c.number(-1, x), x)]
+    return [c.b.bitNot(x)]
+
+
+@converts("BitShift")
+def _bit_shift(c: NodeContext) -> list[Value]:
+    """x << y or x >> y of unsigned integers (ONNX's only BitShift types), numpy
+    broadcasting"""
+    x, y = c.value(0), c.value(1)
+    dt = integer_type(c, x)
+    if c.type_of(y).dtype != dt:
+        raise Unsupported(f"BitShift of {dt} by {c.type_of(y).dtype}")
+    direction = c.attr("direction", "")
+    if direction not in ("LEFT", "RIGHT"):
+        raise Invalid(f"BitShift's direction must be LEFT or RIGHT, found '{direction}'")
+    return [binary(c, "shiftLeft" if direction == "LEFT" else "shiftRight", x, y)]
 

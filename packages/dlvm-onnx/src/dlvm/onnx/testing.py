@@ -15,6 +15,7 @@ import numpy as np
 
 import dlvm.ir as ir
 import onnx
+from dlvm.ir.runtime import is_float_dtype
 from onnx import TensorProto, helper
 
 from .importer import load
@@ -79,6 +80,10 @@ class Case:
     opset: int = 18
     tol: tuple[float, float] = TOL
     seeds: tuple[int, ...] = SEEDS
+    domain: tuple[str, int] | None = None  # another domain the nodes use, and its version
+    # what computes the expected outputs: ONNX Runtime, or ONNX's reference evaluator for
+    # operators that ONNX Runtime has no kernel for
+    oracle: str = "onnxruntime"
 
     def model(self) -> onnx.ModelProto:
         inputs = [helper.make_tensor_value_info(
@@ -89,7 +94,10 @@ class Case:
         graph = helper.make_graph(
             self.nodes, "test", inputs, outputs,
             [onnx.numpy_helper.from_array(np.asarray(v), n) for n, v in self.consts.items()])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+        opsets = [helper.make_opsetid("", self.opset)]
+        if self.domain is not None:
+            opsets.append(helper.make_opsetid(*self.domain))
+        model = helper.make_model(graph, opset_imports=opsets)
         # the outputs' types as ONNX infers them (the checker wants them)
         return onnx.shape_inference.infer_shapes(model, strict_mode=True)
 
@@ -107,9 +115,10 @@ def short(x: In | np.ndarray | None) -> str:
 
 def op(op_type: str, *args: In | np.ndarray | None, outputs: int = 1, opset: int = 18,
        tol: tuple[float, float] = TOL, seeds: tuple[int, ...] = SEEDS, id: str | None = None,
+       domain: tuple[str, int] | None = None, oracle: str = "onnxruntime",
        **attrs: Any) -> Case:
-    """One node of `op_type`; its inputs in order are graph inputs (`In`), initializers
-    (arrays) or absent (None)."""
+    """One node of `op_type` (of `domain`, a name and version, if not the default one); its
+    inputs in order are graph inputs (`In`), initializers (arrays) or absent (None)."""
     names: list[str] = []
     inputs: dict[str, In] = {}
     consts: dict[str, np.ndarray] = {}
@@ -123,12 +132,14 @@ def op(op_type: str, *args: In | np.ndarray | None, outputs: int = 1, opset: int
             names.append(f"c{i}")
             consts[f"c{i}"] = np.asarray(a)
     outs = ("y",) if outputs == 1 else tuple(f"y{k}" for k in range(outputs))
-    node = helper.make_node(op_type, names, list(outs), name=f"the_{op_type}", **attrs)
+    node = helper.make_node(op_type, names, list(outs), name=f"the_{op_type}",
+                            domain=domain[0] if domain else None, **attrs)
     if id is None:
         parts = [short(a) for a in args]
         parts += [f"{k}={v}" for k, v in attrs.items()]
         id = "-".join([op_type, *parts] + ([f"opset{opset}"] if opset != 18 else []))
-    return Case(id.replace(" ", ""), [node], inputs, consts, outs, opset, tol, seeds)
+    return Case(id.replace(" ", ""), [node], inputs, consts, outs, opset, tol, seeds, domain,
+                oracle)
 
 
 def weights(*shape: int, seed: int = 7) -> np.ndarray:
@@ -148,14 +159,11 @@ def graph(id: str, nodes: list[onnx.NodeProto], inputs: dict[str, In],
 
 def check(case: Case, freeze: bool = False, targets: dict[str, dict[str, Any]] | None = None
           ) -> None:
-    """ONNX Runtime's outputs and DLVM's, on every target of `targets` (default `TARGETS`)
-    and every seed, of the same data type and shape, and equal (floats: within the case's
-    tolerance)."""
-    import onnxruntime as ort
-
+    """ONNX Runtime's outputs (or the reference evaluator's, per the case) and DLVM's, on
+    every target of `targets` (default `TARGETS`) and every seed, of the same data type and
+    shape, and equal (floats: within the case's tolerance)."""
     model = case.model()
-    session = ort.InferenceSession(model.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
+    session = oracle(case, model)
     module = load(model, freeze=freeze)
     runs = {t: ir.compile(module, t, **options)["main"]
             for t, options in (targets or TARGETS).items()}
@@ -171,10 +179,21 @@ def check(case: Case, freeze: bool = False, targets: dict[str, dict[str, Any]] |
                 have = np.asarray(have)
                 where = f"{target}, seed {seed}"
                 assert (have.shape, have.dtype) == (want.shape, want.dtype), where
-                if want.dtype.kind == "f":
+                if is_float_dtype(want.dtype):
                     np.testing.assert_allclose(have, want, rtol, atol, err_msg=where)
                 else:
                     np.testing.assert_array_equal(have, want, err_msg=where)
+
+
+def oracle(case: Case, model: onnx.ModelProto) -> Any:
+    """What runs the model for the expected outputs: `run(None, feeds)` of either."""
+    if case.oracle == "reference":
+        from onnx.reference import ReferenceEvaluator
+
+        return ReferenceEvaluator(model)
+    import onnxruntime as ort
+
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
 def refusal(case: Case) -> str:
