@@ -18,7 +18,7 @@ from dlvm.ir.testing import assert_agree
 from dlvm.llvm.codegen.lower_convolution import COLUMN_LIMIT
 from dlvm.llvm.runtime import blas
 
-DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32}
+DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32, "u8": np.uint8}
 
 
 @dataclass(frozen=True)
@@ -219,6 +219,7 @@ class Pool:
     padding: str
     dtype: str = "f32"
     dynamic: bool = False
+    nans: bool = False  # NaN at a corner (a border window) and in the middle (interior ones)
 
 
 POOLS = [
@@ -240,6 +241,12 @@ POOLS = [
          dynamic=True),  # with two threads, these two are split over the pool
     Pool("max_empty", (0, 3, 4, 4), "max", "-inf", (1, 1, 2, 2), (1, 1, 2, 2), "none",
          dynamic=True),
+    # padded windows: the interior's are folded without tests, as a tree; NaN propagates
+    Pool("max_3x3_padded_nan", (2, 3, 9, 10), "max", "-inf", (1, 1, 3, 3), (1, 1, 2, 2),
+         "half", nans=True),
+    Pool("min_padded_nan", (3, 8, 7), "min", "inf", (1, 3, 3), (1, 1, 1), "full", "f64",
+         nans=True),
+    Pool("max_u8_padded", (2, 6, 6), "max", "0", (1, 3, 3), (1, 1, 1), "half", "u8"),
 ]
 
 
@@ -274,7 +281,11 @@ def test_reduce_window_agrees_with_the_interpreter(case: Pool, pools: Any) -> No
     rng = np.random.default_rng(1)
     dt = DTYPES[case.dtype]
     x = (rng.integers(-50, 50, case.x) if case.dtype == "i32" else
+         rng.integers(0, 256, case.x) if case.dtype == "u8" else
          rng.standard_normal(case.x)).astype(dt)
+    if case.nans:
+        x[(0,) * x.ndim] = np.nan
+        x[tuple(d // 2 for d in x.shape)] = np.nan
     want = oracle.call(case.name, x)
     got = target.call(case.name, x)
     assert got[0].shape == pool_out(case)

@@ -280,6 +280,8 @@ class DeviceMathLib(MathLib):
 
     def call(self, b: ll.IRBuilder, name: str, args: Sequence[ll.Value]) -> ll.Value:
         t = args[0].type
+        if name in ("maximum", "minimum"):  # one instruction on the GPU (max.NaN.f32)
+            return self.intrinsic(b, name, *args)
         if name == "digamma" or (not self.libdevice and name in OWN):
             return super().call(b, name, args)
         if not self.libdevice:

@@ -594,7 +594,7 @@ def builtin_softmax(fl: FunctionLowering, inst: Instruction) -> ll.Value:
         b.store(ll.Constant(st, float("-inf")), mx)
         with for_range(b, i64(0), n, "max") as i:
             v = b.load(gep(b, elem, x.data, add(b, start, i)), typ=st)
-            fn = fl.unit.math.intrinsic(b, "maximum", b.load(mx, typ=st), v)
+            fn = fl.unit.math.call(b, "maximum", [b.load(mx, typ=st), v])
             b.store(fn, mx)
         m = b.load(mx, typ=st)
 

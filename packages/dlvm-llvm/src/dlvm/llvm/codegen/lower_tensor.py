@@ -666,7 +666,9 @@ POOL_PARALLEL_MIN = 1 << 14  # element·taps from which a fold is split over the
 def lower_reduce_window(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     """Each output element folds its window, padded with `init`, in row-major order.
     Without padding every tap is an element: the fold has no test, and a small window is
-    unrolled here (no loop of a few taps per output element). With several threads and a
+    unrolled here (no loop of a few taps per output element); with padding, a small window
+    that lies wholly inside the input (the interior, most of a large one) takes that path
+    too, and only the border's windows test each tap. With several threads and a
     combinator that is an opcode or builtin, a large one is split over the thread pool along
     the output's first dimension."""
     b = fl.b
@@ -704,6 +706,15 @@ def lower_reduce_window(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     return struct
 
 
+def associative(fl: FunctionLowering, inst: Instruction) -> bool:
+    """Whether the fold's order cannot change its result: min and max (NaN-propagating, of
+    any type), and/or, and integer sums and products (which wrap)."""
+    name = combinator_callable(fl, inst)[2]
+    if name in ("min", "max", "umin", "umax", "and", "or"):
+        return True
+    return name in ("add", "multiply") and not fl.tensor_type(inst).dtype.is_float
+
+
 def fold_windows(fl: FunctionLowering, inst: Instruction, xdata: ll.Value,
                  xdims: Sequence[ll.Value], out: ll.Value, out_dims: Sequence[ll.Value],
                  lows: Sequence[ll.Value], init: ll.Value, acc: ll.Value, begin: ll.Value,
@@ -722,22 +733,66 @@ def fold_windows(fl: FunctionLowering, inst: Instruction, xdata: ll.Value,
     taps = 1
     for d in inst.dims:
         taps *= d
-    unrolled = not padded and taps <= UNROLL_WINDOW
+    small = taps <= UNROLL_WINDOW
+
+    tree = small and associative(fl, inst)
 
     def outer(k: int, position: list[ll.Value], dst: ll.Value) -> None:
         if k == rank:
             b.store(init, acc)
-            window(0, position, i64(0), None)
+            if padded and small:  # a window wholly inside the input needs no test
+                with b.if_else(wholly_inside(position)) as (interior, border):
+                    with interior:
+                        unrolled_fold(position)
+                    with border:
+                        window(0, position, i64(0), None, True, False)
+            elif small and not padded:
+                unrolled_fold(position)
+            else:
+                window(0, position, i64(0), None, padded, False)
             fl.store_scalar(b.load(acc, typ=st), gep(b, elem, out, dst))
             return
         start, stop = (begin, end) if k == 0 else (i64(0), out_dims[k])
         with for_range(b, start, stop, f"w{k}") as o:
             outer(k + 1, [*position, o], add(b, dst, mul(b, o, out_strides[k])))
 
-    def window(k: int, position: list[ll.Value], src: ll.Value, inside: ll.Value | None
-               ) -> None:
+    def unrolled_fold(position: list[ll.Value]) -> None:
+        """every tap an element: straight-line code; for an associative combinator the taps
+        fold as a balanced tree (a chain as long as the window is latency-bound)"""
+        if not tree:
+            window(0, position, i64(0), None, False, True)
+            return
+        values: list[ll.Value] = []
+
+        def gather(k: int, src: ll.Value) -> None:
+            if k == rank:
+                values.append(fl.load_scalar(gep(b, elem, xdata, src), xt))
+                return
+            for q in range(inst.dims[k]):
+                i = b.sub(b.add(b.mul(position[k], i64(inst.strides[k])), i64(q)), lows[k])
+                gather(k + 1, add(b, src, mul(b, i, in_strides[k])))
+
+        gather(0, i64(0))
+        while len(values) > 1:
+            pairs = [fold_step(fl, inst, values[j], values[j + 1])
+                     for j in range(0, len(values) - 1, 2)]
+            values = pairs + values[len(pairs) * 2:]
+        b.store(fold_step(fl, inst, b.load(acc, typ=st), values[0]), acc)
+
+    def wholly_inside(position: list[ll.Value]) -> ll.Value:
+        """first tap ≥ 0 and last tap < size along every dimension"""
+        ok: ll.Value = ll.Constant(I1, 1)
+        for k in range(rank):
+            first = b.sub(b.mul(position[k], i64(inst.strides[k])), lows[k])
+            last = b.add(first, i64(inst.dims[k] - 1))
+            ok = b.and_(ok, b.and_(b.icmp_signed(">=", first, i64(0)),
+                                   b.icmp_signed("<", last, xdims[k])))
+        return ok
+
+    def window(k: int, position: list[ll.Value], src: ll.Value, inside: ll.Value | None,
+               checked: bool, unrolled: bool) -> None:
         if k == rank:
-            if inside is None:  # no padding: every tap is an element, no test
+            if inside is None:  # every tap is an element: no test
                 v = fl.load_scalar(gep(b, elem, xdata, src), xt)
                 b.store(fold_step(fl, inst, b.load(acc, typ=st), v), acc)
                 return
@@ -752,10 +807,11 @@ def fold_windows(fl: FunctionLowering, inst: Instruction, xdata: ll.Value,
         def tap(q: ll.Value) -> None:
             i = b.sub(b.add(b.mul(position[k], i64(inst.strides[k])), q), lows[k])
             ok = inside
-            if padded:
+            if checked:
                 here = b.and_(b.icmp_signed(">=", i, i64(0)), b.icmp_signed("<", i, xdims[k]))
                 ok = here if inside is None else b.and_(inside, here)
-            window(k + 1, position, add(b, src, mul(b, i, in_strides[k])), ok)
+            window(k + 1, position, add(b, src, mul(b, i, in_strides[k])), ok, checked,
+                   unrolled)
 
         if unrolled:
             for q in range(inst.dims[k]):

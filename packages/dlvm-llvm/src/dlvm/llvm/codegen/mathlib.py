@@ -152,6 +152,18 @@ class MathLib:
 
     # ------------------------------------------------------------ functions
 
+    def _maximum(self, b: ll.IRBuilder, x: ll.Value, y: ll.Value) -> ll.Value:
+        # x > y ? x : y, then x where x is NaN: NaN if either is (one max and one blend on
+        # x86, where `llvm.maximum` also orders −0 below +0 in about ten instructions; DLVM
+        # leaves the choice between equal zeros open, as numpy's loops do)
+        return b.select(b.fcmp_unordered("uno", x, x), x,
+                        b.select(b.fcmp_ordered(">", x, y), x, y))
+
+    def _minimum(self, b: ll.IRBuilder, x: ll.Value, y: ll.Value) -> ll.Value:
+        # x < y ? x : y, then x where x is NaN
+        return b.select(b.fcmp_unordered("uno", x, x), x,
+                        b.select(b.fcmp_ordered("<", x, y), x, y))
+
     def _exp(self, b: ll.IRBuilder, x: ll.Value) -> ll.Value:
         t = x.type
         _mant, _bias, it, lo, hi, ln2_hi, ln2_lo, degree, _ = FORMATS[suffix(t)]

@@ -265,20 +265,22 @@ def _modulo(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
 @rule("min")
 def _min(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
     # the smaller (NaN if either is NaN)
-    return e.intrinsic(min_max_intrinsic("min", a[0], is_unsigned(e, inst, "lhs")), *a)
+    return min_max(e, "min", a[0], a[1], is_unsigned(e, inst, "lhs"))
 
 
 @rule("max")
 def _max(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
     # the larger (NaN if either is NaN)
-    return e.intrinsic(min_max_intrinsic("max", a[0], is_unsigned(e, inst, "lhs")), *a)
+    return min_max(e, "max", a[0], a[1], is_unsigned(e, inst, "lhs"))
 
 
-def min_max_intrinsic(which: str, x: ll.Value, unsigned: bool) -> str:
-    """The LLVM intrinsic of `min`/`max` for `x`'s type (floats propagate NaN)."""
+def min_max(e: ScalarEmitter, which: str, x: ll.Value, y: ll.Value, unsigned: bool
+            ) -> ll.Value:
+    """`min`/`max` of x and y: floats through the target's math library (NaN if either is
+    NaN), integers by LLVM's signed or unsigned intrinsic."""
     if is_float(x):
-        return "minimum" if which == "min" else "maximum"
-    return ("u" if unsigned else "s") + which
+        return e.math("minimum" if which == "min" else "maximum", x, y)
+    return e.intrinsic(("u" if unsigned else "s") + which, x, y)
 
 
 @rule("power")
@@ -449,7 +451,7 @@ def combine(e: ScalarEmitter, combinator: str, acc: ll.Value, x: ll.Value,
         return b.fmul(acc, x, flags=flags) if is_float(x) else b.mul(acc, x)
     if combinator in ("min", "max", "umin", "umax"):
         which = combinator.removeprefix("u")
-        return e.intrinsic(min_max_intrinsic(which, x, combinator != which), acc, x)
+        return min_max(e, which, acc, x, combinator != which)
     if combinator == "and":
         return b.and_(acc, x)
     if combinator == "or":
