@@ -314,22 +314,11 @@ def _bit_not(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value
     return e.b.xor(a[0], const(a[0].type, -1))
 
 
-@rule("bitAnd")
-def _bit_and(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
-    # a & b
-    return e.b.and_(*a)
-
-
-@rule("bitOr")
-def _bit_or(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
-    # a | b
-    return e.b.or_(*a)
-
-
-@rule("bitXor")
-def _bit_xor(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
-    # a ^ b
-    return e.b.xor(*a)
+# a ∧ b, a ∨ b of booleans and a & b, a | b, a ^ b of integers: LLVM's bitwise operations
+# (on `i1`, the logical ones)
+BITWISE = {"and": "and_", "or": "or_", "bitAnd": "and_", "bitOr": "or_", "bitXor": "xor"}
+for _name, _method in BITWISE.items():
+    SCALAR[_name] = (lambda m: lambda e, inst, a: getattr(e.b, m)(*a))(_method)
 
 
 def shift_in_range(e: ScalarEmitter, y: ll.Value) -> ll.Value:
@@ -361,18 +350,6 @@ def _shift_right(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.V
 
 
 # ---------------------------------------------------------------- booleans and compares
-
-
-@rule("and")
-def _and(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
-    # a ∧ b
-    return e.b.and_(*a)
-
-
-@rule("or")
-def _or(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
-    # a ∨ b
-    return e.b.or_(*a)
 
 
 COMPARES = {"lessThan": "<", "lessThanOrEqual": "<=", "greaterThan": ">",
