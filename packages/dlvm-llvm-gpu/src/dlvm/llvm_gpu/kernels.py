@@ -48,8 +48,9 @@ from dlvm.ir.instructions.tensor import permutation, window_pads
 from dlvm.ir.interp import located
 from dlvm.ir.plugin import install_hint
 from dlvm.ir.runtime import numpy_dtype
-from dlvm.ir.types import DataType, TensorType
+from dlvm.ir.types import DataType, TensorType, scalar
 from dlvm.llvm.codegen import random_stream
+from dlvm.llvm.codegen.function import scalar_constant
 from dlvm.llvm.codegen.layout import I1, I8, I32, I64, PTR, element_type, scalar_type
 from dlvm.llvm.codegen.mathlib import LIBM, OWN, MathLib
 from dlvm.llvm.codegen.regions import (
@@ -729,7 +730,7 @@ class KernelContext:
             lit = v.literal
             if not isinstance(lit, ScalarLiteral):
                 raise KernelError("a tensor literal inside a kernel")
-            return const_of(scalar_type(self.dtype_of(v)), lit.value)
+            return scalar_constant(scalar(self.dtype_of(v)), lit.value)
         if v in region.inputs:
             k = region.inputs.index(v)
             arg = self.fn.args[len(region.outputs) + k]

@@ -21,7 +21,7 @@ from dlvm.ir.core import ScalarLiteral
 from dlvm.ir.runtime import ExecutionError
 from dlvm.ir.target import check_option, flatten_results
 from dlvm.ir.types import TensorType, Type
-from dlvm.llvm.codegen.data_types import check_data_types
+from dlvm.llvm.codegen.bfloat import legalized
 from dlvm.llvm.codegen.optimize import optimized
 from dlvm.llvm.codegen.rules import load_plugin_rules
 from dlvm.llvm.codegen.specialize import Specializer
@@ -144,11 +144,10 @@ class NVPTXTarget(ir.Target):
         from dlvm.ir.api import has_gradient_declarations
 
         ir.verify(module)
-        check_data_types(module, self.name)
         if has_gradient_declarations(module) and ir.registry().has("pass", "differentiation"):
             module = ir.clone(module)
             ir.run_passes(module, "differentiation")
-        module = optimized(module, self.passes, self.name)
+        module = optimized(legalized(module), self.passes, self.name)
         load_plugin_rules(module)
         return module
 

@@ -10,7 +10,7 @@ from dlvm.ir.plugin import PluginWarning
 from dlvm.ir.target import check_option
 
 from .codegen import jit
-from .codegen.data_types import check_data_types
+from .codegen.bfloat import legalized
 from .codegen.function import CompileUnit, instruction_at
 from .codegen.optimize import optimized
 from .codegen.rules import load_plugin_rules
@@ -73,8 +73,7 @@ class LLVMCPUTarget(ir.Target):
         """The module as code generation sees it: verified, and optimized on a copy (with the
         rules of the plugin instructions it uses loaded)."""
         ir.verify(module)
-        check_data_types(module, self.name)
-        module = optimized(module, self.passes, self.name)
+        module = optimized(legalized(module), self.passes, self.name)
         load_plugin_rules(module)
         return module
 

@@ -34,6 +34,7 @@ from dlvm.ir import (
 )
 from dlvm.ir.runtime import format_np_shape
 from dlvm.ir.types import (
+    BF16,
     ArrayType,
     NominalType,
     PointerType,
@@ -44,6 +45,7 @@ from dlvm.ir.types import (
     Type,
 )
 
+from .bfloat import bits_of
 from .emit import (
     alloca,
     declare,
@@ -655,6 +657,8 @@ def scalar_constant(t: TensorType, value: bool | int | float) -> ll.Constant:
     st = scalar_type(t.dtype)
     if t.dtype.is_bool:
         return ll.Constant(I1, int(bool(value)))
+    if t.dtype == BF16:
+        return ll.Constant(st, bits_of(float(value)))
     if t.dtype.is_float:
         return ll.Constant(st, float(value))
     return ll.Constant(st, int(value))

@@ -2,7 +2,8 @@
 
 - A scalar (rank-0 tensor) is an LLVM scalar: `iN` is held in its numpy storage width
   (i8/i16/i32/i64, so arithmetic wraps as numpy's does), `bool` is `i1` in registers and a
-  byte in tensor buffers, `f16/f32/f64` are `half/float/double`.
+  byte in tensor buffers, `f16/f32/f64` are `half/float/double`, `bf16` is its 16 bits
+  (`i16`; its arithmetic is rewritten to f32 before code generation, bfloat.py).
 - A tensor of rank r ≥ 1 is `{ptr buf, ptr data, [r x i64] dims}`: `buf` is the
   reference-counted allocation that owns the elements, `data` the first element (a view, such
   as a row or a `slice`, points inside its owner), `dims` the sizes (constants when static).
@@ -60,6 +61,8 @@ def scalar_type(dt: DataType) -> ll.Type:
     """The register type of one element."""
     if dt.is_bool:
         return I1
+    if dt.kind == "bfloat":
+        return ll.IntType(16)
     if dt.is_float:
         return {16: F16, 32: F32, 64: F64}[dt.bits]
     return ll.IntType(numpy_dtype(dt).itemsize * 8)

@@ -23,6 +23,7 @@ from dlvm.ir import AggregateLiteral, Instruction, KeywordLiteral, Literal, Scal
 from dlvm.ir.core import DenseLiteral, FieldKey, LiteralValue
 from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import (
+    BF16,
     ArrayType,
     EnumDecl,
     NominalType,
@@ -32,6 +33,7 @@ from dlvm.ir.types import (
     Type,
 )
 
+from .bfloat import bits_of
 from .emit import (
     add,
     for_range,
@@ -67,6 +69,8 @@ def constant_buffer(fl: FunctionLowering, t: TensorType, flat: np.ndarray) -> ll
     n = int(flat.size)
     if t.dtype.is_bool:
         values = [ll.Constant(I8, int(bool(x))) for x in flat]
+    elif t.dtype == BF16:
+        values = [ll.Constant(elem, bits_of(float(x))) for x in flat]
     elif t.dtype.is_float:
         values = [ll.Constant(elem, float(x)) for x in flat]
     else:

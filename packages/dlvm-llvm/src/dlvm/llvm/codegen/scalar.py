@@ -27,8 +27,10 @@ from llvmlite import ir as ll
 
 from dlvm.ir import Instruction
 from dlvm.ir.runtime import numpy_dtype
-from dlvm.ir.types import DataType, TensorType
+from dlvm.ir.types import BF16, DataType, TensorType
+from dlvm.ir.types import F32 as F32_DTYPE
 
+from .bfloat import narrow, widen
 from .emit import declare
 from .layout import F32, I1, scalar_type
 from .rounding import rounded
@@ -388,13 +390,27 @@ def _cast(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
     # convert: float→int truncates (saturating), anything→bool tests ≠ 0
     x, b = a[0], e.b
     target: DataType = inst.dtype
+    source = e.operand_dtype(inst, "x")
+    if source == target:
+        return x
+    if source == BF16:  # its bits as the f32 it is, then converted from f32
+        x = widen(b, x)
+    if target == BF16:  # converted to f32 (as ml_dtypes does, from f64 too), then rounded
+        wide = x if x.type == F32 else _cast_value(e, inst, x, source, F32_DTYPE)
+        return narrow(b, wide)
+    return _cast_value(e, inst, x, F32_DTYPE if source == BF16 else source, target)
+
+
+def _cast_value(e: ScalarEmitter, inst: Instruction, x: ll.Value, source: DataType,
+                target: DataType) -> ll.Value:
+    b = e.b
     to = scalar_type(target)
     if x.type == to:
         return x
     if target.is_bool:
         return (b.fcmp_unordered("!=", x, const(x.type, 0)) if is_float(x) else
                 b.icmp_signed("!=", x, const(x.type, 0)))
-    from_unsigned = x.type == I1 or is_unsigned(e, inst, "x")
+    from_unsigned = x.type == I1 or source.is_unsigned
     if target.is_float:
         if is_float(x):
             return b.fpext(x, to) if float_bits(x.type) < float_bits(to) else rounded(b, x, to)
