@@ -236,13 +236,35 @@ def test_the_bundled_example_trains_to_95_percent_and_predicts(tmp_path: Path) -
     shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("out"))
     done = dlvm("run", example / "pipeline.toml")
     assert done.returncode == 0, done.stderr
-    accuracy = float(done.stdout.strip().splitlines()[-1].split()[-1].rstrip("%"))
-    assert accuracy >= 95.0
+    assert final_accuracy(done) >= 95.0
     predicted = dlvm("run", example / "predict.toml")
     assert predicted.returncode == 0, predicted.stderr
     with np.load(example / "out" / "predict" / "latest" / "predictions.npz") as out, \
             np.load(example / "samples.npz") as samples:
         assert np.mean(np.argmax(out["out0"], axis=1) == samples["labels"]) >= 0.8
+
+
+def final_accuracy(done: subprocess.CompletedProcess[str]) -> float:
+    return float(done.stdout.strip().splitlines()[-1].split()[-1].rstrip("%"))
+
+
+def test_the_example_trains_in_bf16_to_within_half_a_point_of_f32(tmp_path: Path) -> None:
+    """`train.precision = "bf16"`: the loss and its gradient computed in bfloat16 (the
+    mixed-precision pass before differentiation), the parameters kept in f32."""
+    accuracies = {}
+    for precision in ("f32", "bf16"):
+        example = tmp_path / precision
+        shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("out"))
+        text = (example / "pipeline.toml").read_text(encoding="utf-8")
+        (example / "pipeline.toml").write_text(
+            text.replace("[train]\n", f'[train]\nprecision = "{precision}"\n'),
+            encoding="utf-8")
+        done = dlvm("run", example / "pipeline.toml")
+        assert done.returncode == 0, done.stderr
+        accuracies[precision] = final_accuracy(done)
+        resolved = (example / "out" / "pipeline" / "latest" / "pipeline.json").read_text()
+        assert ("mixed-precision{dtype=bf16}" in resolved) == (precision == "bf16")
+    assert abs(accuracies["bf16"] - accuracies["f32"]) <= 0.5, accuracies
 
 
 def test_arguments_that_do_not_match_the_function(project: Path) -> None:

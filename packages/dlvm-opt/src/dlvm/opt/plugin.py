@@ -27,6 +27,9 @@ PASSES = {
     "licm": ("licm:LoopInvariantCodeMotion", "hoist loop-invariant pure code to the preheader"),
     "fuse-elementwise": ("fuse_elementwise:ElementwiseFusion",
                          "outline element-wise regions into !kernel functions"),
+    "mixed-precision": ("mixed_precision:MixedPrecision",
+                        "compute differentiated functions in bf16 or f16, keeping their f32 "
+                        "signatures"),
 }
 
 PIPELINES = {

@@ -101,6 +101,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           is_path=True, is_output=True),
         "metrics": Key(STR, "JSON-lines file of per-epoch metrics", is_path=True,
                        is_output=True),
+        "precision": Key(STR, "f32 (default) or bf16: the differentiated functions computed in "
+                         "bf16 (the mixed-precision pass, run first), parameters kept in f32",
+                         choices=("f32", "bf16")),
         "allow_nonfinite": Key(BOOL, "go on when the loss becomes NaN or infinite (default: "
                                "stop with an error)"),
         "evaluate": Key(TABLE, "the held-out evaluation"),

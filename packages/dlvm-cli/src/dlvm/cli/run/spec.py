@@ -374,6 +374,10 @@ class Loader:
             return None
         module = self.read_module()
         pipeline = self.pipeline_text()
+        precision = doc.get("train", {}).get("precision", "f32")
+        if precision != "f32":  # before the user's passes, so before `differentiation`
+            pipeline = ",".join(p for p in (f"mixed-precision{{dtype={precision}}}", pipeline)
+                                if p)
         target, options = self.target()
         if module is None or self.problems:
             return None

@@ -451,6 +451,20 @@ def cast_to_same(s: Site) -> Value | None:
     return s.inst.x if s.same_type(s.inst.x) else None
 
 
+def cast_round_trip(s: Site) -> Value | None:
+    """dataTypeCast (dataTypeCast x to B) to dtype(x) = x when every value of x's type is
+    one of B's (bf16 → f32 → bf16, i8 → i32 → i8): the widening kept each value."""
+    inner = s.defined_by(s.inst.x, "dataTypeCast")
+    if inner is None or not s.same_type(inner.x):
+        return None
+    source = s.module.resolve(inner.x.type)
+    wide = s.module.resolve(inner.type)
+    if isinstance(source, TensorType) and isinstance(wide, TensorType) and \
+            source.dtype.can_widen_to(wide.dtype):
+        return inner.x
+    return None
+
+
 # combinator → (check of its neutral element c for dtype) for reduce along size-1 dims
 def _neutral(comb: Any, c: Scalar, dt: DataType) -> str | None:
     if isinstance(comb, BuiltinRef) and comb.name in ("min", "max"):
@@ -704,6 +718,7 @@ def _rules() -> tuple[Rule, ...]:
         Rule("shape-cast-chain", ("shapeCast",), shape_cast_chain),
         Rule("bit-cast", ("bitCast",), bit_cast),
         Rule("cast-to-same-type", ("dataTypeCast",), cast_to_same),
+        Rule("cast-round-trip", ("dataTypeCast",), cast_round_trip),
         Rule("reduce-unit-dims", ("reduce",), reduce_unit_dims(EXACT)),
         Rule("reduce-unit-dims", ("reduce",), reduce_unit_dims(NSZ), NSZ),
         Rule("extract-forward", ("extract",), extract_forward),
