@@ -79,6 +79,14 @@ from .staging import (
     lambda_,
     tangent,
 )
+from .transformer import (
+    AdamW,
+    CausalSelfAttention,
+    Embedding,
+    LayerNorm,
+    TransformerBlock,
+    gelu,
+)
 from .types import (
     Double,
     Double1D,
@@ -106,11 +114,14 @@ from .types import (
 __all__ = [
     "SGD",
     "Adam",
+    "AdamW",
+    "CausalSelfAttention",
     "Dense",
     "Double",
     "Double1D",
     "Double2D",
     "Double3D",
+    "Embedding",
     "Float",
     "Float1D",
     "Float2D",
@@ -118,6 +129,7 @@ __all__ = [
     "Float4D",
     "Int1D",
     "Int2D",
+    "LayerNorm",
     "NNKitAttributeError",
     "NNKitTypeError",
     "NNKitValueError",
@@ -130,6 +142,7 @@ __all__ = [
     "Tensor",
     "TensorSpec",
     "TrainingProgram",
+    "TransformerBlock",
     "add",
     "bool_",
     "concatenate",
@@ -147,6 +160,7 @@ __all__ = [
     "f64",
     "fori_loop",
     "function",
+    "gelu",
     "gradient",
     "greater",
     "greater_equal",

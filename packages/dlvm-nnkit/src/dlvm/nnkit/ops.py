@@ -239,16 +239,31 @@ def cast(x: Any, dtype: DataType) -> Rep:
 
 
 def dot(a: Any, b: Any) -> Rep:
-    """matrix product (batched over leading dimensions), or the dot product of vectors"""
+    """matrix product (batched over leading dimensions), or the dot product of vectors; a
+    stack of matrices times one matrix multiplies every row of the stack by it (numpy's
+    `matmul`), as one product of the rows"""
     stage = _stage(a, b)
-    return stage.emit("dot", as_rep(a, stage, "the left operand of 'dot'").value,
-                      as_rep(b, stage, "the right operand of 'dot'").value)
+    left = as_rep(a, stage, "the left operand of 'dot'")
+    right = as_rep(b, stage, "the right operand of 'dot'")
+    if left.rank > 2 and right.rank == 2 and list(left.shape).count(None) <= 1:
+        rows = reshape(left, [None, left.shape[-1]])
+        product = stage.emit("dot", rows.value, right.value)
+        return reshape(product, [*left.shape[:-1], right.shape[-1]])
+    return stage.emit("dot", left.value, right.value)
 
 
-def transpose(x: Any) -> Rep:
-    """the dimensions in reverse order"""
+def transpose(x: Any, axes: Sequence[int] | None = None) -> Rep:
+    """the dimensions in reverse order, or in the order `axes` (numpy's `transpose`:
+    dimension i of the result is dimension axes[i] of x)"""
     x = _operand(x, "the operand of 'transpose'")
-    return x.stage.emit("transpose", x.value)
+    if axes is None:
+        return x.stage.emit("transpose", x.value)
+    order = [check_axis(a, x.rank, f"axis {k} of 'transpose'")
+             for k, a in enumerate(check_sequence(axes, "the axes of 'transpose'",
+                                                  "a permutation of the dimensions"))]
+    if sorted(order) != list(range(x.rank)):
+        raise bad("the axes of 'transpose'", f"a permutation of 0…{x.rank - 1}", list(axes))
+    return x.stage.emit("transpose", x.value, order)
 
 
 def pad_shape(x: Any, axis: int = 0) -> Rep:
