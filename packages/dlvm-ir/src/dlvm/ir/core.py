@@ -123,6 +123,13 @@ class AggregateLiteral(Literal):
     elements: tuple[Value, ...]
     keys: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # a literal is a value: hashable, whatever sequence it was made from
+        if not isinstance(self.elements, tuple):
+            object.__setattr__(self, "elements", tuple(self.elements))
+        if not isinstance(self.keys, tuple):
+            object.__setattr__(self, "keys", tuple(self.keys))
+
     def values(self) -> Iterator[Value]:
         for e in self.elements:
             yield e
