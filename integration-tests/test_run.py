@@ -5,6 +5,7 @@ Each run writes into its own folder, out/pipeline/<run>/, linked as out/pipeline
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import signal
 import subprocess
@@ -265,6 +266,39 @@ def test_the_example_trains_in_bf16_to_within_half_a_point_of_f32(tmp_path: Path
         resolved = (example / "out" / "pipeline" / "latest" / "pipeline.json").read_text()
         assert ("mixed-precision{dtype=bf16}" in resolved) == (precision == "bf16")
     assert abs(accuracies["bf16"] - accuracies["f32"]) <= 0.5, accuracies
+
+
+CHARS = Path(__file__).parents[1] / "examples" / "char-transformer"
+
+
+def test_a_reduced_character_transformer_trains_and_writes_text(tmp_path: Path) -> None:
+    """examples/char-transformer with a narrower model (d_model 32, one block, 2 heads) on
+    320 windows for two epochs: the training loss falls, and sample.py reports the
+    held-out loss and writes text."""
+    example = tmp_path / "chars"
+    shutil.copytree(CHARS, example, ignore=shutil.ignore_patterns("out"))
+    model = (example / "model.py").read_text(encoding="utf-8")
+    model = model.replace("VOCAB, CONTEXT, DIM, HEADS, LAYERS = 32, 64, 128, 4, 2",
+                          "VOCAB, CONTEXT, DIM, HEADS, LAYERS = 32, 64, 32, 2, 1")
+    (example / "model.py").write_text(model.replace("STEPS, WARMUP = 600, 30",
+                                                    "STEPS, WARMUP = 20, 3"), encoding="utf-8")
+    with np.load(example / "chars.npz") as data:
+        np.savez(example / "chars.npz", x=data["x"][:320], y=data["y"][:320],
+                 alphabet=data["alphabet"])
+    pipeline = (example / "pipeline.toml").read_text(encoding="utf-8")
+    (example / "pipeline.toml").write_text(pipeline.replace("epochs = 6", "epochs = 2"),
+                                           encoding="utf-8")
+    done = dlvm("run", example / "pipeline.toml")
+    assert done.returncode == 0, done.stderr
+    metrics = [json.loads(line) for line in
+               (example / "out" / "pipeline" / "latest" / "metrics.jsonl").read_text(
+                   encoding="utf-8").splitlines()]
+    assert len(metrics) == 2 and metrics[1]["loss"] < metrics[0]["loss"] < math.log(32)
+    sampled = subprocess.run([sys.executable, str(example / "sample.py"), "--length", "20"],
+                             capture_output=True, text=True, check=False)
+    assert sampled.returncode == 0, sampled.stderr
+    assert "held-out loss:" in sampled.stdout
+    assert sampled.stdout.strip().splitlines()[-1].startswith("The old sailor")
 
 
 def test_arguments_that_do_not_match_the_function(project: Path) -> None:
