@@ -9,8 +9,9 @@ Every adjoint contribution is built in the operand's own shape. Conventions:
 - `reduce … by multiply` is **zero-safe**: the product of the other entries is computed
   from the number of zeros and the product of the non-zero entries, never as `prod/x` at
   a zero.
-- Gathers whose positions only the run time knows (a dynamic dimension, a middle axis,
-  an axis permutation) contract with a **one-hot mask** built from `i64` index vectors:
+- Gathers whose positions only the run time knows (a dynamic dimension, a middle axis)
+  contract with a **one-hot mask** built from `i64` index vectors (an axis moved elsewhere
+  is a `transpose`):
   `select` and additions of exact zeros, so the result is exact, at the cost of a
   temporary one dimension larger.
 - Adjoints of `convolve` and `reduceWindow` are transposed convolutions; they need a
@@ -215,10 +216,13 @@ def _remap(c: RuleContext, y: Value, src: int, pos: int, out_iota: Value,
 
 
 def _move_axis(c: RuleContext, y: Value, src: int, dst: int) -> Value:
-    """`y` with dimension `src` moved to position `dst`."""
+    """`y` with dimension `src` moved to position `dst`: a transposition (a copy, where a
+    one-hot contraction would cost a factor of the dimension's size)."""
     if src == dst:
         return y
-    return _remap(c, y, src, dst, _iota(c, y, src))
+    order = [k for k in range(c.type_of(y).rank) if k != src]
+    order.insert(dst, src)
+    return c.b.transpose(y, order)
 
 
 def _swap01(c: RuleContext, y: Value) -> Value:
