@@ -4,6 +4,8 @@ differences in float64, the declared initial values, one SGD step, on every targ
 
 from __future__ import annotations
 
+from math import erf, sqrt
+
 import numpy as np
 import pytest
 
@@ -45,6 +47,21 @@ recurrent t {
 }
 y: out[_ x 2] = log_softmax(g . wy)
 loss nll = -mean(y * target) * 2
+"""
+
+
+NORMED = """
+module normed
+type float64
+
+x: in[_ x 5]
+target: in[_ x 5]
+gain: param[5] = normal(1.0)
+bias: param[5] = normal(0.1)
+w: param[5 x 5] = glorot
+h: hidden[_ x 5] = layer_norm(x) * gain + bias
+y: out[_ x 5] = gelu(h . w)
+loss err = mse(y, target)
 """
 
 
@@ -209,3 +226,19 @@ def test_long_chains_and_deep_expressions_compile() -> None:
         assert len(module.function("inference").blocks[0].instructions) > 3000
     total = tel.compile("module s\nx: in[2]\ny: out[2] = " + " + ".join(["x"] * 5000), "s.tel")
     np.testing.assert_allclose(ir.compile(total, "interp")["inference"](np.ones(2)), [5000] * 2)
+
+
+def test_layer_norm_and_gelu_are_their_formulas_and_differentiate() -> None:
+    """layer_norm and gelu (transformer pieces) against numpy, and the gradient through
+    them against finite differences."""
+    module = tel.compile(NORMED, "normed.tel")
+    gain, bias, w = p = params(module)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 5)) * 3 + 1
+    centered = x - x.mean(axis=1, keepdims=True)
+    h = centered / np.sqrt((centered**2).mean(axis=1, keepdims=True) + 1e-5) * gain + bias
+    z = h @ w
+    expected = z * 0.5 * (1 + np.vectorize(lambda v: erf(v / sqrt(2)))(z))
+    np.testing.assert_allclose(compile_for_test(module)["inference"](x, p), expected,
+                               rtol=1e-10)
+    check_gradient(module, "loss", "loss_grad", [x, rng.standard_normal((3, 5)), p])

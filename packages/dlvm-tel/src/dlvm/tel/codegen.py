@@ -306,6 +306,11 @@ class FunctionWriter:
             return b.divide(one, b.add(one, b.exp(b.negate(x))))
         if f == "relu":  # max(x, 0)
             return b.max(x, self.gen.number(0))
+        if f == "gelu":  # x·Φ(x) = ½x(1 + erf(x/√2)), the exact GELU
+            scaled = b.multiply(x, self.gen.number(1 / math.sqrt(2)))
+            return b.multiply(b.multiply(x, self.gen.number(0.5)), b.add(one, b.erf(scaled)))
+        if f == "layer_norm":
+            return self.layer_norm(x)
         if f == "softmax":
             return self.softmax(x, log=False)
         if f == "log_softmax":
@@ -329,6 +334,20 @@ class FunctionWriter:
             return x
         n = self.b.dataTypeCast(self.b.unitCount(x), self.gen.dtype)
         return self.b.divide(self.total(x), n)
+
+    def layer_norm(self, x: Value) -> Value:
+        """(x − mean) / √(var + 10⁻⁵) along the last dimension (the biased variance; a gain
+        and a bias are the model's own parameters, applied after)."""
+        b = self.b
+        axis = self.type_of(x).rank - 1
+        n = b.dataTypeCast(b.extract(b.shape(x), [axis]), self.gen.dtype)
+
+        def row_mean(v: Value) -> Value:
+            return b.padShape(b.divide(b.reduce(v, "add", self.gen.zero, [axis]), n), axis)
+
+        centered = b.subtract(x, row_mean(x))
+        var = row_mean(b.multiply(centered, centered))
+        return b.divide(centered, b.sqrt(b.add(var, self.gen.number(1e-5))))
 
     def softmax(self, x: Value, log: bool) -> Value:
         """Along the last dimension, with the maximum subtracted first (no overflow)."""

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 # the original's unary intrinsics, and the activations every model needs
 UNARY = ("log", "exp", "tan", "tanh", "atan", "sin", "asin", "cos", "acos", "sqrt", "ceil",
-         "floor", "sigmoid", "relu")
+         "floor", "sigmoid", "relu", "gelu")
 BINARY = ("min", "max", "pow", "mod")  # element-wise, broadcasting
-ROWWISE = ("softmax", "log_softmax")  # along the last dimension
+ROWWISE = ("softmax", "log_softmax", "layer_norm")  # along the last dimension
 REDUCTIONS = ("sum", "mean")  # to a scalar
 LOSSES = ("cross_entropy", "mse")  # (prediction, target) of one shape -> scalar
 INITIALIZERS = ("random", "normal", "glorot")  # only as a parameter's initializer
