@@ -89,6 +89,10 @@ class Builder(InstructionMethods):
         assert inst.block is not None
         self.block, self.index = inst.block, inst.block.instructions.index(inst)
 
+    def position_after(self, inst: Instruction) -> None:
+        assert inst.block is not None
+        self.block, self.index = inst.block, inst.block.instructions.index(inst) + 1
+
     # ------------------------------------------------------------ instructions
 
     def create(self, opcode: str, *args: Any, name: str | None = None, **fields: Any

@@ -71,7 +71,9 @@ def recompute(fn: Function, module: Module, source: DataType,
               finish: Finish | None = None) -> int:
     """Rewrite `fn` as the module docstring says; returns how many instructions changed."""
     rounded: dict[Value, Value] = {}  # a rewritten instruction → its result converted back
-    made: set[Instruction] = set()  # the rewritten instructions and the conversions added
+    # the rewritten instructions (whose operands are final: one may use an earlier one
+    # directly) and their conversions back (which use them): not to be remapped
+    final: set[Value] = set()
     computed: dict[Value, Value] = {}  # a conversion back → what it converts
     count = 0
     for block in fn.blocks:
@@ -81,19 +83,19 @@ def recompute(fn: Function, module: Module, source: DataType,
             if wide is None or not (mentions(inst.type, source, module) or any(
                     mentions(v.type, source, module) for v in inst.operands)):
                 continue
-            before = set(block.instructions)
-            result = rewrite(inst, module, source, wide, finish, computed)
-            made.update(i for i in block.instructions if i not in before)
-            made.add(inst)  # its operands are final (it may use an earlier one directly)
+            back = rewrite(inst, module, source, wide, computed)
+            final.add(inst)
             count += 1
-            if result is not None:
-                rounded[inst] = result
+            if back is not None:
+                final.add(back)
+                rounded[inst] = back if finish is None else finish(after(back, module),
+                                                                   inst, back)
                 if wide.can_widen_to(source):  # back and down again is exact
-                    computed[result] = inst
+                    computed[back] = inst
     if rounded:  # uses that come before their definition in block order (loops)
         for block in fn.blocks:
             for inst in block.instructions:
-                if inst not in made:
+                if inst not in final:
                     inst.replace_uses(rounded)
         used = {v for i in fn.instructions() for v in i.operands}
         for cast in [v for v in computed if v not in used and isinstance(v, Instruction)]:
@@ -102,9 +104,9 @@ def recompute(fn: Function, module: Module, source: DataType,
 
 
 def rewrite(inst: Instruction, module: Module, source: DataType, wide: DataType,
-            finish: Finish | None, computed: dict[Value, Value]) -> Value | None:
-    """`inst` on `wide`; returns its result converted back to `source` (None if its result
-    has another type)."""
+            computed: dict[Value, Value]) -> Instruction | None:
+    """`inst` on `wide`; returns the conversion of its result back to `source` (None if its
+    result has another type)."""
     assert inst.block is not None
     b = Builder(module)
     b.position_before(inst)
@@ -130,7 +132,10 @@ def rewrite(inst: Instruction, module: Module, source: DataType, wide: DataType,
     inst.type = inst.op.infer(inst, module)
     if not (isinstance(old, TensorType) and old.dtype == source):
         return None
-    block = inst.block
-    b.position_before(block.instructions[block.instructions.index(inst) + 1])
-    out: Value = b.dataTypeCast(inst, source)
-    return finish(b, inst, out) if finish is not None else out
+    return after(inst, module).dataTypeCast(inst, source)
+
+
+def after(inst: Instruction, module: Module) -> Builder:
+    b = Builder(module)
+    b.position_after(inst)
+    return b

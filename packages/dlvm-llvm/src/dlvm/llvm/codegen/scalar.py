@@ -396,13 +396,13 @@ def _cast(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
     if source == BF16:  # its bits as the f32 it is, then converted from f32
         x = widen(b, x)
     if target == BF16:  # converted to f32 (as ml_dtypes does, from f64 too), then rounded
-        wide = x if x.type == F32 else _cast_value(e, inst, x, source, F32_DTYPE)
+        wide = x if x.type == F32 else _cast_value(e, x, source, F32_DTYPE)
         return narrow(b, wide)
-    return _cast_value(e, inst, x, F32_DTYPE if source == BF16 else source, target)
+    return _cast_value(e, x, F32_DTYPE if source == BF16 else source, target)
 
 
-def _cast_value(e: ScalarEmitter, inst: Instruction, x: ll.Value, source: DataType,
-                target: DataType) -> ll.Value:
+def _cast_value(e: ScalarEmitter, x: ll.Value, source: DataType, target: DataType
+                ) -> ll.Value:
     b = e.b
     to = scalar_type(target)
     if x.type == to:
