@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The device checks in one command, for a GPU machine that has no package index.
 #
-#   benchmarks/gpu_check.sh [env] [cpu] [threads] [gpu-tests] [nvptx] [examples]
+#   benchmarks/gpu_check.sh [env] [cpu] [threads] [gpu-tests] [nvptx] [examples] [transformer]
 #
 # Prepare where pip works (the machine's python3 is CPython 3.12):
 #   python3 -m pip wheel --no-deps packages/*/ -w .whl
 #   (and, where that python3's llvmlite is not 0.50, an llvmlite 0.50 cp312 wheel
-#    unpacked and packed as .whl/llvmlite.tar.xz)
+#    unpacked and packed as .whl/llvmlite.tar.xz; and cp312 wheels of the dependencies
+#    that machine may lack in .whl/deps, e.g. ml_dtypes: each installed only where its
+#    import fails)
 # then carry .whl. Results go to $OUT (default out/gpu-check): one log per section and
 # the benchmarks' JSON, and summary.txt (each section's exit status and time). Each
 # section has its own time limit; a failing one is reported and the next one runs. The
@@ -26,6 +28,12 @@ if ! python3 -c 'import llvmlite, sys; sys.exit(llvmlite.__version__ != "0.50.0"
     [ -f .whl/llvmlite.tar.xz ] || { echo "gpu_check: llvmlite 0.50 needed: carry .whl/llvmlite.tar.xz"; exit 1; }
     tar xJf .whl/llvmlite.tar.xz -C "$site"
 fi
+for wheel in .whl/deps/*.whl; do
+    [ -f "$wheel" ] || continue
+    module=$(basename "$wheel" | cut -d- -f1)
+    python3 -c "import $module" 2>/dev/null ||
+        python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheel"
+done
 export PYTHONPATH=$site PYTHONUNBUFFERED=1 DLVM_CACHE_DIR=/tmp/dlvm-cache
 # CPU benchmarks measure JAX on the CPU; the GPU sections do not use JAX.
 export JAX_PLATFORMS=cpu
@@ -69,7 +77,21 @@ for section in "${sections[@]}"; do
             --set target.name=llvm-cpu --set train.epochs=1
         run tel_rnn_cpu 40 python3 -m dlvm.cli run examples/tel-rnn/pipeline.toml \
             --set target.name=llvm-cpu --set train.epochs=1 ;;
+    transformer)  # issue: bf16 on the GPU, the character transformer, its benchmark
+        run bf16_tests 100 env DLVM_TEST_TARGET=nvptx python3 -m pytest -p no:cacheprovider \
+            -q packages/dlvm-ir/tests/test_interp_bfloat16.py packages/dlvm-llvm-gpu/tests \
+            -k "bfloat16 or bf16 or tensor_cores"
+        run transformer_bench 150 python3 benchmarks/transformer.py --device cuda \
+            --precision f32,bf16 --steps ${TRANSFORMER_STEPS:-40} --output "$OUT/transformer-gpu.md"
+        for toml in pipeline pipeline-bf16; do
+            run "chars_$toml" 120 bash -c "python3 -m dlvm.cli run \
+                examples/char-transformer/$toml.toml --set target.name=nvptx &&
+                cp examples/char-transformer/out/$toml/latest/metrics.jsonl $OUT/chars_$toml.jsonl &&
+                python3 examples/char-transformer/sample.py --length 120 --checkpoint \
+                examples/char-transformer/out/$toml/latest/params.npz"
+        done ;;
     *)
-        echo "gpu_check: unknown section $section (env cpu threads gpu-tests nvptx examples)" ;;
+        echo "gpu_check: unknown section $section (env cpu threads gpu-tests nvptx examples" \
+             "transformer)" ;;
     esac
 done

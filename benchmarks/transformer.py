@@ -2,6 +2,7 @@
 training step against PyTorch eager and `torch.compile` of the same model, in one run.
 
     python benchmarks/transformer.py [--steps N] [--batch B] [--precision f32,bf16]
+                                     [--device cpu|cuda] [--compile]
 
 The model: token and position embeddings, 2 pre-norm blocks (4 heads, GELU MLP of 512),
 d_model 128, context 64, vocabulary 32; AdamW. Each framework takes the same batches of
@@ -9,7 +10,14 @@ random windows; the figure is training characters (batch × context) per second 
 `--steps` steps after three warm-up steps (DLVM's build and PyTorch's compilation are not
 timed). Targets: on the CPU, f32 ≤ 1.0× `torch.compile`'s time per step (the same or more
 characters per second); on a GPU, bf16 ≥ 1.25× PyTorch eager's bf16 throughput. Results go
-to benchmarks/results/transformer.md with the machine's name.
+to benchmarks/results/transformer.md with the machine's name (`--device cuda`: to
+transformer-gpu.md).
+
+With `--device cuda` DLVM runs on `nvptx`, its parameters and AdamW state kept on the GPU
+from step to step (`call_device`), and PyTorch on CUDA (bf16 by autocast, as on the CPU);
+both take batches already on the GPU, and each step ends in a synchronization. PyTorch's
+`torch.compile` is measured on the GPU only with `--compile` (its Triton build takes
+minutes).
 """
 
 from __future__ import annotations
@@ -54,7 +62,34 @@ def dlvm_step(precision: str, batch: int) -> tuple[Any, int]:
     return step, namespace["CONTEXT"]
 
 
-def torch_step(compiled: bool, precision: str, batch: int) -> Any:
+def dlvm_gpu_step(precision: str, device_kind: str = "cuda") -> Any:
+    """The example's module on `nvptx`: the step's outputs (new parameters and state) are
+    the next step's inputs, on the device."""
+    import dlvm.ir as ir
+    from dlvm.nnkit import staging  # noqa: F401  (registers the front end's staging)
+
+    module = ir.load_module(str(EXAMPLE / "model.py"), "nnkit")
+    if precision == "bf16":
+        ir.run_passes(module, "mixed-precision{dtype=bf16}")
+    exe = ir.compile(module, "nvptx", device=device_kind)
+    device = exe.device
+    values = [device.upload(v) for v in exe.call("init_params")]
+    lr = np.float32(3e-3)
+    uploaded: dict[int, tuple[Any, Any]] = {}
+
+    def step(x: np.ndarray, y: np.ndarray) -> float:
+        nonlocal values
+        key = id(x)
+        if key not in uploaded:
+            uploaded[key] = (device.upload(x), device.upload(y))
+        dx, dy = uploaded[key]
+        *values, loss = exe.call_device("train_step", *values, dx, dy, lr)
+        return float(loss.numpy())  # the synchronization
+
+    return step
+
+
+def torch_step(compiled: bool, precision: str, batch: int, device: str = "cpu") -> Any:
     import torch
 
     torch.manual_seed(0)
@@ -89,13 +124,16 @@ def torch_step(compiled: bool, precision: str, batch: int) -> Any:
                 x = block(x)
             return self.head(self.ln(x))
 
-    model = Model()
+    model = Model().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
     forward = torch.compile(model) if compiled else model
+    moved: dict[int, tuple[Any, Any]] = {}
 
     def step(x: np.ndarray, y: np.ndarray) -> float:
-        ids, targets = torch.from_numpy(x), torch.from_numpy(y)
-        with torch.autocast("cpu", torch.bfloat16, enabled=precision == "bf16"):
+        if id(x) not in moved:
+            moved[id(x)] = (torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
+        ids, targets = moved[id(x)]
+        with torch.autocast(device, torch.bfloat16, enabled=precision == "bf16"):
             logits = forward(ids)
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab).float(),
                                                      targets.reshape(-1))
@@ -117,7 +155,7 @@ def timed(step: Any, batches: list[tuple[np.ndarray, np.ndarray]], warmup: int =
     return (time.perf_counter() - start) / (len(batches) - warmup)
 
 
-def machine() -> str:
+def machine(gpu: bool = False) -> str:
     cpu = platform.processor() or "unknown CPU"
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -125,7 +163,12 @@ def machine() -> str:
                        if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    host = f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    if gpu:
+        import torch
+
+        return f"{torch.cuda.get_device_name(0)} (host: {host})"
+    return host
 
 
 def main() -> None:
@@ -133,8 +176,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--precision", default="f32")
-    parser.add_argument("--output", default=str(RESULTS), help="'' to write no file")
+    parser.add_argument("--device", choices=("cpu", "cuda", "host"), default="cpu",
+                        help="host: the GPU path on nvptx's CPU emulation (a check of the "
+                             "script, not a measurement)")
+    parser.add_argument("--compile", action="store_true",
+                        help="also torch.compile on the GPU (always measured on the CPU)")
+    parser.add_argument("--output", default=None,
+                        help="the results file ('' to write none; default by --device)")
     args = parser.parse_args()
+    gpu = args.device != "cpu"
+    torch_device = "cuda" if args.device == "cuda" else "cpu"
+    if args.output is None:
+        args.output = {"cpu": str(RESULTS), "cuda": str(RESULTS.with_name(
+            "transformer-gpu.md")), "host": ""}[args.device]
+    ours_name = "dlvm (nvptx)" if gpu else "dlvm (llvm-cpu)"
     rng = np.random.default_rng(0)
     batches = [(rng.integers(0, 30, (args.batch, 64)), rng.integers(0, 30, (args.batch, 64)))
                for _ in range(args.steps + 3)]
@@ -142,17 +197,20 @@ def main() -> None:
     rows = []
     for precision in args.precision.split(","):
         times: dict[str, float] = {}
-        step, _ = dlvm_step(precision, args.batch)
-        times["dlvm (llvm-cpu)"] = timed(step, batches)
+        step = (dlvm_gpu_step(precision, args.device) if gpu else
+                dlvm_step(precision, args.batch)[0])
+        times[ours_name] = timed(step, batches)
         try:
             import torch  # noqa: F401  (optional: the comparison columns)
         except ImportError:
             pass
         else:
-            times["torch eager"] = timed(torch_step(False, precision, args.batch), batches)
+            times["torch eager"] = timed(torch_step(False, precision, args.batch,
+                                                    torch_device), batches)
             try:
-                times["torch.compile"] = timed(torch_step(True, precision, args.batch),
-                                               batches)
+                if not gpu or args.compile:
+                    times["torch.compile"] = timed(torch_step(True, precision, args.batch,
+                                                              torch_device), batches)
             except Exception as e:  # inductor needs a C++ compiler: say so, go on
                 print(f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0]}")
         for name, seconds in times.items():
@@ -161,13 +219,15 @@ def main() -> None:
         rows.append((precision, times))
     lines = ["# Character transformer: training throughput", "",
              f"Command: `python benchmarks/transformer.py --steps {args.steps} --batch "
-             f"{args.batch} --precision {args.precision}` (steps after three warm-up steps; "
-             f"{chars} characters per step).", "", f"Machine: {machine()}, "
+             f"{args.batch} --precision {args.precision}"
+             f"{' --device ' + args.device if gpu else ''}{' --compile' if args.compile else ''}` "
+             "(steps after three warm-up steps; "
+             f"{chars} characters per step).", "", f"Machine: {machine(args.device == 'cuda')}, "
              f"{time.strftime('%Y-%m-%d')}.", "",
              "| precision | framework | ms per step | characters/s | DLVM / this |",
              "|---|---|---|---|---|"]
     for precision, times in rows:
-        ours = times["dlvm (llvm-cpu)"]
+        ours = times[ours_name]
         for name, seconds in times.items():
             ratio = ours / seconds
             lines.append(f"| {precision} | {name} | {seconds * 1e3:.1f} | "

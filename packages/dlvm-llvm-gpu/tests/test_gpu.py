@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -161,6 +162,21 @@ def test_tensor_cores_are_opt_in(dtype: str) -> None:
         full = ir.compile(module, "nvptx").call("mm", a, b)[0].astype(np.float64)
         np.testing.assert_allclose(full, exact, rtol=1e-4, atol=1e-4)
         assert np.abs(got - exact).max() > np.abs(full - exact).max()  # TF32 rounds more
+
+
+def test_bf16_products_run_on_tensor_cores_and_round_once() -> None:
+    """bf16 `dot` goes to cuBLAS (`GemmEx`: bf16 in, f32 sums) without asking for tensor
+    cores: each result is the exact product rounded once, up to the f32 sum's error."""
+    bf = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((64, 512)).astype(bf)
+    b = rng.standard_normal((512, 32)).astype(bf)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    gpu = ir.compile(ir.parse(DOT.format(t="bf16")), "nvptx")
+    got = gpu.call("mm", a, b)[0]
+    assert got.dtype == bf and gpu.plan.stats["gemm library calls"] == 1, gpu.plan.stats
+    np.testing.assert_allclose(got.astype(np.float64), exact, rtol=2.0**-8,
+                               atol=1e-5 * np.abs(exact).max())
 
 
 DRAWS = """

@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import ml_dtypes
+import numpy as np
 import pytest
 
 import dlvm.ir as ir
@@ -289,3 +291,48 @@ def test_random_rounds_each_float_step_as_numpy_does() -> None:
     ptx = str(ir.registry().make_target("nvptx", arch="sm_90").emit(ir.parse(text), "ptx"))
     assert "mul.rn.f64" in ptx and "add.rn.f64" in ptx and "fma" not in ptx
     assert "_advance" in ptx  # the one-thread kernel that moves the counter on
+
+
+BF16_OPS = """
+func @f: (<64 x f32>, <8 x 16 x bf16>, <16 x 4 x bf16>) -> (<64 x bf16>, <8 x 4 x bf16>) {
+'entry(%x: <64 x f32>, %a: <8 x 16 x bf16>, %b: <16 x 4 x bf16>):
+    %n = dataTypeCast %x: <64 x f32> to bf16
+    %c = dot %a: <8 x 16 x bf16>, %b: <16 x 4 x bf16>
+    return (%n: <64 x bf16>, %c: <8 x 4 x bf16>): (<64 x bf16>, <8 x 4 x bf16>)
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])
+def test_bf16_rounds_with_the_gpus_own_conversion_from_sm_80(arch: str) -> None:
+    """From sm_80 a rounding to bf16 is one `cvt.rn.bf16.f32`; before, integer operations
+    (round to nearest even on the bits) do it."""
+    ptx = str(ir.registry().make_target("nvptx", arch=arch).emit(ir.parse(BF16_OPS), "ptx"))
+    assert ("cvt.rn.bf16.f32" in ptx) == (arch != "sm_75")
+    if nvptx.ptxas_path() is not None:
+        nvptx.ptxas_check(ptx, arch)
+
+
+def test_bf16_products_stay_bf16_for_the_gemm_library() -> None:
+    """Arithmetic on bf16 is computed in f32 with casts around it, but `dot` keeps its bf16
+    operands: the GPU's GEMM takes them as they are (tensor cores, f32 sums)."""
+    target = ir.registry().make_target("nvptx", device="host")
+    prepared = target.prepare(ir.parse(BF16_OPS))
+    (dot,) = [i for i in prepared.function("f").instructions() if i.opcode == "dot"]
+    assert str(dot.lhs.type) == "<8 x 16 x bf16>" and str(dot.type) == "<8 x 4 x bf16>"
+
+
+def test_bf16_products_sum_in_f32_and_round_once_without_a_library() -> None:
+    """The generated GEMM (the host emulation's, and a GPU's where cuBLAS has no bf16
+    routine) widens each bf16, sums in f32 and rounds the total once."""
+    bf = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((8, 16)).astype(bf)
+    b = rng.standard_normal((16, 4)).astype(bf)
+    exe = ir.compile(ir.parse(BF16_OPS), "nvptx", device="host")
+    got = exe.call("f", np.zeros(64, np.float32), a, b)[1]
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(bf)
+    assert got.dtype == bf
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol=2.0**-7, atol=0)
+    assert exe.plan.stats["gemm library calls"] == 0

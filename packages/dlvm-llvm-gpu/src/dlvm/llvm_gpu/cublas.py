@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from dlvm.ir.runtime import BFLOAT16
+
 from .device import GPUError
 
 OP_N, OP_T = 0, 1  # cublasOperation_t
@@ -62,9 +64,15 @@ _ROUTINES: dict[np.dtype[Any], tuple[type, str]] = {
 
 # cublasMath_t: the default, and TF32 tensor-core math for float32 GEMMs
 DEFAULT_MATH, TF32_TENSOR_OP_MATH = 0, 3
-CUDA_R_16F, CUDA_R_32F = 2, 0  # cudaDataType
+CUDA_R_16F, CUDA_R_32F, CUDA_R_16BF = 2, 0, 14  # cudaDataType
 COMPUTE_32F = 68  # cublasComputeType_t: accumulate in float32
 GEMM_DEFAULT = -1  # cublasGemmAlgo_t
+
+
+# the 16-bit types GemmEx takes: their cudaDataType and name
+_HALVES = {np.dtype(np.float16): CUDA_R_16F, BFLOAT16: CUDA_R_16BF}
+HALF_NAMES = {CUDA_R_16F: "f16", CUDA_R_16BF: "bf16"}
+UNSUPPORTED = (8, 15)  # ARCH_MISMATCH, NOT_SUPPORTED: the caller launches its own kernel
 
 
 def status_name(status: int) -> str:
@@ -115,8 +123,10 @@ class Cublas:
 
     @staticmethod
     def supports(dtype: Any, tensor_cores: bool = False) -> bool:
-        return np.dtype(dtype) in _ROUTINES or (tensor_cores and
-                                                np.dtype(dtype) == np.float16)
+        """f32 and f64 always; bf16 always (it exists for tensor cores); f16 on request."""
+        dtype = np.dtype(dtype)
+        return (dtype in _ROUTINES or dtype == BFLOAT16 or
+                (tensor_cores and dtype == np.float16))
 
     def use_tensor_cores(self, on: bool) -> None:
         """TF32 tensor-core math for float32 GEMMs (10-bit mantissas in the products,
@@ -130,9 +140,10 @@ class Cublas:
         """`batch` row-major products C(m×n) = alpha·op(A)·op(B) + beta·C on device
         addresses, each operand's matrices stored one after another; False when cuBLAS has
         no routine for `dtype`. One strided-batched call serves every batch size."""
-        if np.dtype(dtype) == np.float16:  # tensor cores: float16 products, float32 sums
-            return self.gemm_f16(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, batch,
-                                 alpha, beta)
+        half = _HALVES.get(np.dtype(dtype))
+        if half is not None:  # tensor cores: 16-bit products, float32 sums
+            return self.gemm_half(half, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
+                                  batch, alpha, beta)
         routine = _ROUTINES.get(np.dtype(dtype))
         if routine is None:
             return False
@@ -147,15 +158,20 @@ class Cublas:
         return True
 
 
-    def gemm_f16(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, a: int,
-                 lda: int, b: int, ldb: int, c: int, ldc: int, batch: int, alpha: float,
-                 beta: float) -> bool:
+    def gemm_half(self, data_type: int, trans_a: bool, trans_b: bool, m: int, n: int,
+                  k: int, a: int, lda: int, b: int, ldb: int, c: int, ldc: int, batch: int,
+                  alpha: float, beta: float) -> bool:
+        """`gemm` on f16 or bf16 (`data_type`) through `GemmEx`, summing in f32; False
+        where the GPU has no such routine (bf16 before sm_80)."""
         one, zero = ctypes.c_float(alpha), ctypes.c_float(beta)
         status = self.lib.cublasGemmStridedBatchedEx(
             self.handle(), OP_T if trans_b else OP_N, OP_T if trans_a else OP_N, n, m, k,
-            ctypes.byref(one), b, CUDA_R_16F, ldb, k * n, a, CUDA_R_16F, lda, m * k,
-            ctypes.byref(zero), c, CUDA_R_16F, ldc, m * n, batch, COMPUTE_32F, GEMM_DEFAULT)
-        _check(status, f"cublasGemmStridedBatchedEx(f16, m={m}, n={n}, k={k}, batch={batch})")
+            ctypes.byref(one), b, data_type, ldb, k * n, a, data_type, lda, m * k,
+            ctypes.byref(zero), c, data_type, ldc, m * n, batch, COMPUTE_32F, GEMM_DEFAULT)
+        if status in UNSUPPORTED:
+            return False
+        _check(status, f"cublasGemmStridedBatchedEx({HALF_NAMES[data_type]}, m={m}, n={n}, "
+                       f"k={k}, batch={batch})")
         return True
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from dlvm.ir.runtime import BFLOAT16
+
 
 class GPUError(RuntimeError):
     """A failure of the GPU runtime (driver, launch, memory), with the driver's words."""
@@ -255,7 +257,8 @@ def c_type(dtype: np.dtype[Any]) -> type:
         np.dtype(np.bool_): ctypes.c_uint8, np.dtype(np.int8): ctypes.c_int8,
         np.dtype(np.int16): ctypes.c_int16, np.dtype(np.int32): ctypes.c_int32,
         np.dtype(np.int64): ctypes.c_int64, np.dtype(np.uint8): ctypes.c_uint8,
-        np.dtype(np.float16): ctypes.c_uint16, np.dtype(np.float32): ctypes.c_float,
+        np.dtype(np.float16): ctypes.c_uint16, BFLOAT16: ctypes.c_uint16,
+        np.dtype(np.float32): ctypes.c_float,
         np.dtype(np.float64): ctypes.c_double,
     }[np.dtype(dtype)]
 

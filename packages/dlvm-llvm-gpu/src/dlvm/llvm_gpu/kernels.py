@@ -48,8 +48,9 @@ from dlvm.ir.instructions.tensor import permutation, window_pads
 from dlvm.ir.interp import located
 from dlvm.ir.plugin import install_hint
 from dlvm.ir.runtime import numpy_dtype
-from dlvm.ir.types import DataType, TensorType, scalar
+from dlvm.ir.types import BF16, DataType, TensorType, scalar
 from dlvm.llvm.codegen import random_stream
+from dlvm.llvm.codegen.bfloat import widen
 from dlvm.llvm.codegen.function import scalar_constant
 from dlvm.llvm.codegen.layout import I1, I8, I32, I64, PTR, element_type, scalar_type
 from dlvm.llvm.codegen.mathlib import LIBM, OWN, MathLib
@@ -246,8 +247,9 @@ class NVPTXFlavour(Flavour):
     name = "nvptx"
     barriers = True
 
-    def __init__(self, libdevice: bool = True) -> None:
+    def __init__(self, libdevice: bool = True, native_bf16: bool = False) -> None:
         self.libdevice = libdevice
+        self.native_bf16 = native_bf16  # sm_80 and later: `cvt.rn.bf16.f32`
 
     def kernel(self, module: ll.Module, name: str, params: list[ll.Type]) -> ll.Function:
         fn = ll.Function(module, ll.FunctionType(ll.VoidType(), params), name)
@@ -264,7 +266,7 @@ class NVPTXFlavour(Flavour):
 
     def math(self, module: ll.Module) -> Callable[[ll.IRBuilder, str, Sequence[ll.Value]],
                                                   ll.Value]:
-        return DeviceMathLib(module, self.libdevice).call
+        return DeviceMathLib(module, self.libdevice, self.native_bf16).call
 
     def finish(self, module: ll.Module, kernels: list[ll.Function]) -> None:
         """Kernels are entry points as they are."""
@@ -273,14 +275,22 @@ class NVPTXFlavour(Flavour):
 class DeviceMathLib(MathLib):
     """The math of GPU kernels: libdevice's functions (`__nv_tanhf`, …), where found, else
     dlvm-llvm's own polynomials for those it has; `digamma` is always dlvm-llvm's (libdevice
-    has none), calling back into this library for `log` and `tan`."""
+    has none), calling back into this library for `log` and `tan`. From sm_80 on, rounding to
+    bf16 is the GPU's own conversion (one instruction, as CUDA's `__float2bfloat16_rn`)."""
 
-    def __init__(self, module: ll.Module, libdevice: bool) -> None:
+    def __init__(self, module: ll.Module, libdevice: bool, native_bf16: bool = False) -> None:
         super().__init__(module)
         self.libdevice = libdevice
+        self.native_bf16 = native_bf16
 
     def call(self, b: ll.IRBuilder, name: str, args: Sequence[ll.Value]) -> ll.Value:
         t = args[0].type
+        if name == "to_bf16":
+            if not self.native_bf16:
+                return super().call(b, name, args)
+            convert = ll.InlineAsm(ll.FunctionType(ll.IntType(16), [t]),
+                                   "cvt.rn.bf16.f32 $0, $1;", "=h,f")
+            return b.call(convert, list(args))
         if name in ("maximum", "minimum"):  # one instruction on the GPU (max.NaN.f32)
             return self.intrinsic(b, name, *args)
         if name == "digamma" or (not self.libdevice and name in OWN):
@@ -1120,9 +1130,10 @@ def gemm_module(name: str, dtype: DataType, batch: int, m: int, n: int, k: int,
     """`C[b] = A[b] · B[b]` for row-major A (m×k), B (k×n), C (m×n) — A stored as k×m when
     `trans_a`, B as n×k when `trans_b` — one thread per element of C, summing in order: the
     GPU's `dot` when no BLAS library serves the data type, and the host emulation's.
-    Parameters: C, A, B."""
+    Parameters: C, A, B. bf16 is summed in f32 and rounded once, as cuBLAS does."""
     module = module if module is not None else ll.Module(name=name)
-    t = scalar_type(dtype)
+    bf16 = dtype == BF16
+    t = ll.FloatType() if bf16 else scalar_type(dtype)
     et = element_type(dtype)
     fn = flavour.kernel(module, name, [PTR, PTR, PTR])
     for arg in fn.args[:3]:
@@ -1151,10 +1162,15 @@ def gemm_module(name: str, dtype: DataType, batch: int, m: int, n: int, k: int,
                        typ=et)
             y = b.load(b.gep(fn.args[2], [b.add(b_base, b.mul(kk, b_step))], source_etype=et),
                        typ=et)
+            if bf16:
+                x, y = widen(b, x), widen(b, y)
             acc = b.load(slot, typ=t)
             integer = isinstance(t, ll.IntType)
             b.store(b.add(acc, b.mul(x, y)) if integer else b.fadd(acc, b.fmul(x, y)), slot)
-        b.store(b.load(slot, typ=t), b.gep(fn.args[0], [e], source_etype=et))
+        total_of_e = b.load(slot, typ=t)
+        if bf16:
+            total_of_e = flavour.math(module)(b, "to_bf16", [total_of_e])
+        b.store(total_of_e, b.gep(fn.args[0], [e], source_etype=et))
     b.ret_void()
     flavour.finish(module, [fn])
     if flavour.barriers:

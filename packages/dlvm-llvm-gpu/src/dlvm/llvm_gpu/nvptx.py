@@ -55,6 +55,11 @@ def check_arch(arch: str) -> str:
     return arch
 
 
+def has_native_bf16(arch: str) -> bool:
+    """Whether `arch` (sm_80 and later) converts f32 to bf16 in one instruction."""
+    return int(arch.removeprefix("sm_").rstrip("af")) >= 80
+
+
 def nearest_arch(arch: str) -> str:
     """The newest known architecture a device of `arch` runs (PTX is forward compatible)."""
     if arch in ARCHS:

@@ -41,6 +41,8 @@ from .lowering import lowering_of
 from .plan import LaunchPlan, to_host, tuple_elements
 
 DEVICES = ("cuda", "host")
+# computed on bf16 as it is: the GEMM library (tensor cores) or `gemm_module`, summing in f32
+BF16_ON_DEVICE = frozenset({"dot"})
 
 
 def make_device(kind: str, ordinal: int = 0, tensor_cores: bool = False) -> Device:
@@ -147,7 +149,7 @@ class NVPTXTarget(ir.Target):
         if has_gradient_declarations(module) and ir.registry().has("pass", "differentiation"):
             module = ir.clone(module)
             ir.run_passes(module, "differentiation")
-        module = optimized(legalized(module), self.passes, self.name)
+        module = optimized(legalized(module, keep=BF16_ON_DEVICE), self.passes, self.name)
         load_plugin_rules(module)
         return module
 
@@ -160,7 +162,8 @@ class NVPTXTarget(ir.Target):
         if self.device == "host":
             flavour: Any = HostFlavour()
         else:
-            flavour = NVPTXFlavour(libdevice=nvptx.libdevice_path() is not None)
+            flavour = NVPTXFlavour(libdevice=nvptx.libdevice_path() is not None,
+                                   native_bf16=nvptx.has_native_bf16(device.arch))
         plan = LaunchPlan(module, device, flavour, seed=self.seed, max_steps=self.max_steps,
                           timeout=self.timeout, replay=self.replay)
         return NVPTXExecutable(module, device, plan)
@@ -170,7 +173,8 @@ class NVPTXTarget(ir.Target):
             return super().emit(module, what)
         arch = self.arch or nvptx.DEFAULT_ARCH
         llmod, kernels = kernels_of(self.prepare(module), self.dynamic_size,
-                                    nvptx.libdevice_path() is not None)
+                                    nvptx.libdevice_path() is not None,
+                                    nvptx.has_native_bf16(arch))
         try:
             if what == "llvm":
                 return str(nvptx.optimize(str(llmod), arch, kernels))
@@ -182,12 +186,12 @@ class NVPTXTarget(ir.Target):
 # ---------------------------------------------------------------- every kernel of a module
 
 
-def kernels_of(module: ir.Module, dynamic_size: int, libdevice: bool = True
-               ) -> tuple[ll.Module, list[str]]:
+def kernels_of(module: ir.Module, dynamic_size: int, libdevice: bool = True,
+               native_bf16: bool = False) -> tuple[ll.Module, list[str]]:
     """One LLVM module with the kernels of every function of `module`, for its static
     shapes (`_` dimensions at `dynamic_size`), and the kernels' names."""
     llmod = ll.Module(name=module.name or "module")
-    flavour = NVPTXFlavour(libdevice=libdevice)
+    flavour = NVPTXFlavour(libdevice=libdevice, native_bf16=native_bf16)
     specializer = Specializer(module)
     names: list[str] = []
     counter = 0

@@ -20,7 +20,7 @@ from llvmlite import ir as ll
 import dlvm.ir as ir
 from dlvm.ir import Builder, Instruction, Value
 from dlvm.ir.precision import module_mentions, recompute
-from dlvm.ir.types import BF16, F32, F64
+from dlvm.ir.types import BF16, F32, F64, DataType
 
 I16 = ll.IntType(16)
 I32 = ll.IntType(32)
@@ -51,14 +51,21 @@ def narrow(b: ll.IRBuilder, x: ll.Value) -> ll.Value:
 # ---------------------------------------------------------------- the rewrite
 
 
-def legalized(module: ir.Module) -> ir.Module:
-    """`module`, or a copy with its bf16 arithmetic done in f32 (see the module docstring)."""
+def legalized(module: ir.Module, keep: frozenset[str] = frozenset()) -> ir.Module:
+    """`module`, or a copy with its bf16 arithmetic done in f32 (see the module docstring),
+    except for the instructions named in `keep`, which the target computes on bf16 itself
+    (`dot` on a GPU: tensor cores take bf16 and sum in f32)."""
     if not module_mentions(module, BF16):
         return module
     copy = ir.clone(module)
+
+    def compute_of(inst: Instruction) -> DataType | None:
+        if inst.opcode in keep:
+            return None
+        return F64 if inst.opcode == "random" else F32
+
     for fn in copy.functions:
-        recompute(fn, copy, BF16, lambda inst: F64 if inst.opcode == "random" else F32,
-                  top_of_range)
+        recompute(fn, copy, BF16, compute_of, top_of_range)
     return copy
 
 

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 
 from llvmlite import ir as ll
 
+from .bfloat import narrow
 from .emit import declare, internal_function
 from .layout import I32, I64
 
@@ -82,8 +83,11 @@ class MathLib:
         self.defined: dict[str, ll.Function] = {}
 
     def call(self, b: ll.IRBuilder, name: str, args: Sequence[ll.Value]) -> ll.Value:
-        """`name(args…)` for float or double arguments."""
+        """`name(args…)` for float or double arguments; `to_bf16` rounds an f32 to the
+        nearest bf16's bits (a target with a conversion instruction overrides it)."""
         t = args[0].type
+        if name == "to_bf16":
+            return narrow(b, args[0])
         if name in LIBM:
             libname = name if isinstance(t, ll.DoubleType) else name + "f"
             fn = declare(self.module, libname, t, [t] * len(args))

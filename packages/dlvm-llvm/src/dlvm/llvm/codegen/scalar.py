@@ -30,7 +30,7 @@ from dlvm.ir.runtime import numpy_dtype
 from dlvm.ir.types import BF16, DataType, TensorType
 from dlvm.ir.types import F32 as F32_DTYPE
 
-from .bfloat import narrow, widen
+from .bfloat import widen
 from .emit import declare
 from .layout import F32, I1, scalar_type
 from .rounding import rounded
@@ -397,7 +397,7 @@ def _cast(e: ScalarEmitter, inst: Instruction, a: list[ll.Value]) -> ll.Value:
         x = widen(b, x)
     if target == BF16:  # converted to f32 (as ml_dtypes does, from f64 too), then rounded
         wide = x if x.type == F32 else _cast_value(e, x, source, F32_DTYPE)
-        return narrow(b, wide)
+        return e.math("to_bf16", wide)
     return _cast_value(e, x, F32_DTYPE if source == BF16 else source, target)
 
 
