@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device checks in one command, for a GPU machine that has no package index.
 #
-#   benchmarks/gpu_check.sh [env] [cpu] [threads] [gpu-tests] [nvptx] [examples] [transformer]
+#   benchmarks/gpu_check.sh [env] [cpu] [threads] [gpu-tests] [nvptx] [examples]
+#                           [bf16-tests] [transformer] [chars]
 #
 # Prepare where pip works (the machine's python3 is CPython 3.12):
 #   python3 -m pip wheel --no-deps packages/*/ -w .whl
@@ -77,21 +78,23 @@ for section in "${sections[@]}"; do
             --set target.name=llvm-cpu --set train.epochs=1
         run tel_rnn_cpu 40 python3 -m dlvm.cli run examples/tel-rnn/pipeline.toml \
             --set target.name=llvm-cpu --set train.epochs=1 ;;
-    transformer)  # issue: bf16 on the GPU, the character transformer, its benchmark
+    bf16-tests)  # bf16 on the GPU: the interpreter's spec tests, cuBLAS GemmEx
         run bf16_tests 100 env DLVM_TEST_TARGET=nvptx python3 -m pytest -p no:cacheprovider \
             -q packages/dlvm-ir/tests/test_interp_bfloat16.py packages/dlvm-llvm-gpu/tests \
-            -k "bfloat16 or bf16 or tensor_cores"
-        run transformer_bench 150 python3 benchmarks/transformer.py --device cuda \
-            --precision f32,bf16 --steps ${TRANSFORMER_STEPS:-40} --output "$OUT/transformer-gpu.md"
+            -k "bfloat16 or bf16 or tensor_cores" ;;
+    transformer)  # the character transformer's training throughput against PyTorch
+        run transformer_bench 130 python3 benchmarks/transformer.py --device cuda \
+            --precision f32,bf16 --steps ${TRANSFORMER_STEPS:-40} --output "$OUT/transformer-gpu.md" ;;
+    chars)  # examples/char-transformer trained on nvptx in f32 and bf16, then sampled
         for toml in pipeline pipeline-bf16; do
-            run "chars_$toml" 120 bash -c "python3 -m dlvm.cli run \
-                examples/char-transformer/$toml.toml --set target.name=nvptx &&
-                cp examples/char-transformer/out/$toml/latest/metrics.jsonl $OUT/chars_$toml.jsonl &&
-                python3 examples/char-transformer/sample.py --length 120 --checkpoint \
-                examples/char-transformer/out/$toml/latest/params.npz"
+            run "chars_$toml" 90 python3 -m dlvm.cli run examples/char-transformer/$toml.toml \
+                --set target.name=nvptx
+            cp "examples/char-transformer/out/$toml/latest/metrics.jsonl" "$OUT/chars_$toml.jsonl"
+            run "sample_$toml" 40 python3 examples/char-transformer/sample.py --length 40 \
+                --checkpoint "examples/char-transformer/out/$toml/latest/params.npz"
         done ;;
     *)
         echo "gpu_check: unknown section $section (env cpu threads gpu-tests nvptx examples" \
-             "transformer)" ;;
+             "bf16-tests transformer chars)" ;;
     esac
 done

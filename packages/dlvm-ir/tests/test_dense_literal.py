@@ -72,3 +72,18 @@ def test_a_dynamic_shape_cannot_hold_dense_data() -> None:
     text = TEXT.format(literal='dense "0x00"').replace("<2 x 3 x f32>", "<_ x 3 x f32>", 1)
     with pytest.raises(ir.DlvmError, match="needs a tensor type of static shape"):
         ir.run_passes(ir.parse(text, "w.dl"), "verify")
+
+
+def test_a_weight_of_megabytes_reads_back_as_it_was() -> None:
+    """A 4 MB literal (8 million hex digits in one string token) prints and parses back
+    unchanged: strings are scanned in one regular-expression step, not one per character."""
+    data = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
+    module = ir.Module("m")
+    b = Builder(module)
+    t = TensorType(data.shape, F32)
+    b.function("f", [], t)
+    b.ret(b.literal(DenseLiteral.of(data), t))
+    text = str(module)
+    back = ir.parse(text)
+    assert str(back) == text
+    np.testing.assert_array_equal(ir.compile(back, "interp")["f"](), data)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import dlvm.ir as ir
 from dlvm import nnkit as nn
 from dlvm.nnkit import Double1D
 
@@ -29,6 +30,18 @@ def test_a_captured_array_is_a_constant_of_the_build() -> None:
     fn = nn.lambda_(lambda x: x * w, (Double1D,))
     assert "literal <1.0: f64, 2.0: f64, 3.0: f64>" in fn.ir(ONES)
     np.testing.assert_array_equal(fn(ONES), [1.0, 2.0, 3.0])
+
+
+def test_a_large_captured_array_is_kept_as_its_bytes() -> None:
+    """Past 64 elements a constant is a dense literal (weights: one object, not one per
+    element, however large); it computes the same and survives a print and parse."""
+    w = np.arange(6 * 20, dtype=np.float32).reshape(6, 20) / 7
+    fn = nn.lambda_(lambda x: x * w, (nn.Tensor[nn.f32, (6, 20)],))
+    text = fn.ir(np.ones((6, 20), np.float32))
+    assert 'literal dense "0x' in text and "0.0: f32," not in text
+    np.testing.assert_array_equal(fn(np.ones((6, 20), np.float32)), w)
+    module = ir.parse(text)
+    assert ir.print_module(module) == text
 
 
 def test_an_array_changed_in_place_restages_the_function() -> None:

@@ -50,7 +50,7 @@ _PATTERN = re.compile(
   | (?P<field>\#{_NAME})
   | (?P<case>\?{_NAME})
   | (?P<attr>!{_NAME})
-  | (?P<string>"(?:[^"\\\n]|\\.)*")
+  | (?P<string>"[^"\\\n]*(?:\\.[^"\\\n]*)*")
   | (?P<float>-?[0-9]+(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)
                |-?inf(?![A-Za-z0-9_])|nan(?![A-Za-z0-9_]))
   | (?P<int>-?[0-9]+)
@@ -115,6 +115,8 @@ class LineIndex:
 
 def unescape(text: str) -> str:
     """The value of a string token (without quotes)."""
+    if "\\" not in text:  # most strings, and a dense literal's megabytes of hex digits
+        return text[1:-1]
     out: list[str] = []
     it = iter(text[1:-1])
     for c in it:

@@ -36,8 +36,15 @@ import numpy as np
 
 import dlvm.ir as ir
 from dlvm.ir import Builder, DlvmError, Function, FunctionType, TensorType, TupleType
-from dlvm.ir.core import DerivativeDecl
+from dlvm.ir.core import (
+    AggregateLiteral,
+    DenseLiteral,
+    DerivativeDecl,
+    LiteralValue,
+    ScalarLiteral,
+)
 from dlvm.ir.opdef import TypeRuleError
+from dlvm.ir.runtime import numpy_dtype
 
 from .captures import Captures
 from .checks import (
@@ -500,18 +507,22 @@ def as_rep(x: Any, stage: Stage, what: str) -> StagedTensor:
     raise wrong(what, "a staged tensor, a number or an array", x)
 
 
-def arr_literal(arr: np.ndarray) -> Any:
-    """A tensor literal for a numpy array (rows of rows of scalars)."""
-    from dlvm.ir.core import AggregateLiteral, LiteralValue, ScalarLiteral
-    from dlvm.ir.types import TensorType as TT
+DENSE_FROM = 64  # elements: a larger array is kept as its bytes (weights), a smaller one as text
 
+
+def arr_literal(arr: np.ndarray) -> Any:
+    """A tensor literal for a numpy array: rows of rows of scalars, readable in the printed
+    module, or — past `DENSE_FROM` elements — its bytes (`dense "0x…"`), which every pass
+    copies, verifies and prints in time independent of the element count."""
     spec = TensorSpec.of(arr)
+    if arr.size > DENSE_FROM:
+        return DenseLiteral.of(arr.astype(numpy_dtype(spec.dtype), copy=False))
 
     def build(a: np.ndarray) -> Any:
         if a.ndim == 0:
-            return LiteralValue(ScalarLiteral(a.item()), TT((), spec.dtype))
+            return LiteralValue(ScalarLiteral(a.item()), TensorType((), spec.dtype))
         return LiteralValue(AggregateLiteral("tensor", [build(r) for r in a]),
-                            TT(tuple(a.shape), spec.dtype))
+                            TensorType(tuple(a.shape), spec.dtype))
 
     return build(arr).literal
 
