@@ -249,11 +249,13 @@ def final_accuracy(done: subprocess.CompletedProcess[str]) -> float:
     return float(done.stdout.strip().splitlines()[-1].split()[-1].rstrip("%"))
 
 
-def test_the_example_trains_in_bf16_to_within_half_a_point_of_f32(tmp_path: Path) -> None:
-    """`train.precision = "bf16"`: the loss and its gradient computed in bfloat16 (the
-    mixed-precision pass before differentiation), the parameters kept in f32."""
+def test_the_example_trains_in_bf16_and_f16_to_within_half_a_point_of_f32(tmp_path: Path
+                                                                         ) -> None:
+    """`train.precision = "bf16"` / `"f16"`: the loss and its gradient computed in the lower
+    type (the mixed-precision pass before differentiation; for f16 loss scaling too), the
+    parameters kept in f32."""
     accuracies = {}
-    for precision in ("f32", "bf16"):
+    for precision in ("f32", "bf16", "f16"):
         example = tmp_path / precision
         shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("out"))
         text = (example / "pipeline.toml").read_text(encoding="utf-8")
@@ -265,7 +267,106 @@ def test_the_example_trains_in_bf16_to_within_half_a_point_of_f32(tmp_path: Path
         accuracies[precision] = final_accuracy(done)
         resolved = (example / "out" / "pipeline" / "latest" / "pipeline.json").read_text()
         assert ("mixed-precision{dtype=bf16}" in resolved) == (precision == "bf16")
+        assert ("loss-scaling{function=train_step}" in resolved) == (precision == "f16")
+        records = metrics(example)
+        assert ("loss_scale" in records[-1]) == (precision == "f16")
     assert abs(accuracies["bf16"] - accuracies["f32"]) <= 0.5, accuracies
+    assert abs(accuracies["f16"] - accuracies["f32"]) <= 0.5, accuracies
+
+
+REGRESSION = """module "regression"
+stage raw
+
+func @loss: (<4 x 1 x f32>, <_ x 4 x f32>, <_ x 1 x f32>) -> f32 {
+'entry(%w: <4 x 1 x f32>, %x: <_ x 4 x f32>, %y: <_ x 1 x f32>):
+    %p = dot %x: <_ x 4 x f32>, %w: <4 x 1 x f32>
+    %d = subtract %p: <_ x 1 x f32>, %y: <_ x 1 x f32>
+    %q = multiply %d: <_ x 1 x f32>, %d: <_ x 1 x f32>
+    %total = reduce %q: <_ x 1 x f32> by add init 0.0: f32
+    %count = unitCount of %q: <_ x 1 x f32>
+    %n = dataTypeCast %count: i64 to f32
+    %mean = divide %total: f32, %n: f32
+    return %mean: f32
+}
+
+[gradient @loss wrt 0 keeping 0]
+func @dloss: (<4 x 1 x f32>, <_ x 4 x f32>, <_ x 1 x f32>) -> (<4 x 1 x f32>, f32)
+
+func @train_step: (<4 x 1 x f32>, <_ x 4 x f32>, <_ x 1 x f32>, f32) -> (<4 x 1 x f32>, f32) {
+'entry(%w: <4 x 1 x f32>, %x: <_ x 4 x f32>, %y: <_ x 1 x f32>, %lr: f32):
+    %g = apply @dloss(%w: <4 x 1 x f32>, %x: <_ x 4 x f32>, %y: <_ x 1 x f32>) -> (<4 x 1 x f32>, f32)
+    %dw = extract 0 from %g: (<4 x 1 x f32>, f32)
+    %l = extract 1 from %g: (<4 x 1 x f32>, f32)
+    %s = multiply %dw: <4 x 1 x f32>, %lr: f32
+    %wn = subtract %w: <4 x 1 x f32>, %s: <4 x 1 x f32>
+    %r = literal (%wn: <4 x 1 x f32>, %l: f32): (<4 x 1 x f32>, f32)
+    return %r: (<4 x 1 x f32>, f32)
+}
+"""
+
+REGRESSION_TOML = """[module]
+path = "regression.dl"
+
+[data]
+path = "data.npz"
+inputs = "x"
+labels = "y"
+test_fraction = 0.0
+
+[train]
+step = "train_step"
+init = "zeros"
+batch_size = 32
+epochs = 4
+learning_rate = 0.001
+precision = "f16"
+loss_scale_interval = 4
+metrics = "metrics.jsonl"
+"""
+
+
+def regression_project(tmp_path: Path) -> Path:
+    """A linear regression whose gradients (about 200 per unit of loss scale, at first)
+    overflow f16 for any scale above 256."""
+    rng = np.random.default_rng(0)
+    x = (10 * rng.standard_normal((256, 4))).astype(np.float32)
+    y = (x @ np.array([[1.0], [-0.5], [0.25], [2.0]])).astype(np.float32)
+    folder = tmp_path / "regression"
+    folder.mkdir()
+    np.savez(folder / "data.npz", x=x, y=y)
+    (folder / "regression.dl").write_text(REGRESSION, encoding="utf-8")
+    (folder / "pipeline.toml").write_text(REGRESSION_TOML, encoding="utf-8")
+    return folder
+
+
+def test_f16_steps_whose_gradients_overflow_are_skipped_and_the_scale_halved(
+        tmp_path: Path) -> None:
+    folder = regression_project(tmp_path)
+    done = dlvm("run", folder / "pipeline.toml")
+    assert done.returncode == 0, done.stderr
+    records = metrics(folder)
+    # 2^15 → 2^8: seven skipped steps before the first update, then it trains
+    assert records[0]["skipped_steps"] >= 7
+    assert records[0]["loss_scale"] <= 2.0**8 * 2 ** (8 // 4)  # grown at most twice since
+    assert records[-1]["loss"] < records[0]["loss"] / 10
+    assert all(math.isfinite(r["loss"]) for r in records)
+
+
+@pytest.mark.parametrize("keys, message", [
+    ("loss_scale_interval = 4", 'train.loss_scale_interval: applies to train.precision = '
+                                '"f16"'),
+    ('precision = "f16"\nloss_scale = 65536.0', "train.loss_scale: must be above 0 and at "
+                                                 "most 32768"),
+    ('precision = "f16"\n[train.distributed]\nengine = "ray"',
+     'train.precision: "f16" trains on the local engine, not \'ray\''),
+])
+def test_loss_scaling_keys_are_checked(tmp_path: Path, keys: str, message: str) -> None:
+    folder = regression_project(tmp_path)
+    text = REGRESSION_TOML.replace('precision = "f16"\nloss_scale_interval = 4\n', "")
+    (folder / "pipeline.toml").write_text(f"{text}{keys}\n", encoding="utf-8")
+    done = dlvm("run", folder / "pipeline.toml")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert message in done.stderr, done.stderr
 
 
 CHARS = Path(__file__).parents[1] / "examples" / "char-transformer"

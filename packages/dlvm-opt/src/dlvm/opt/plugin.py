@@ -30,6 +30,9 @@ PASSES = {
     "mixed-precision": ("mixed_precision:MixedPrecision",
                         "compute differentiated functions in bf16 or f16, keeping their f32 "
                         "signatures"),
+    "loss-scaling": ("loss_scaling:LossScaling",
+                     "scale a training step's gradients by a run-time factor and skip its "
+                     "update when they are not finite"),
 }
 
 PIPELINES = {

@@ -101,9 +101,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           is_path=True, is_output=True),
         "metrics": Key(STR, "JSON-lines file of per-epoch metrics", is_path=True,
                        is_output=True),
-        "precision": Key(STR, "f32 (default) or bf16: the differentiated functions computed in "
-                         "bf16 (the mixed-precision pass, run first), parameters kept in f32",
-                         choices=("f32", "bf16")),
+        "precision": Key(STR, "f32 (default), bf16 or f16: the differentiated functions "
+                         "computed in bf16 or f16 (the mixed-precision pass, run first), "
+                         "parameters kept in f32; f16 with dynamic loss scaling",
+                         choices=("f32", "bf16", "f16")),
+        "loss_scale": Key(NUM, "f16: the first loss scale (default 32768, the largest f16 "
+                          "power of two)", minimum=0),
+        "loss_scale_interval": Key(INT, "f16: good steps in a row before the loss scale "
+                                   "doubles (default 200)", minimum=1),
         "allow_nonfinite": Key(BOOL, "go on when the loss becomes NaN or infinite (default: "
                                "stop with an error)"),
         "evaluate": Key(TABLE, "the held-out evaluation"),

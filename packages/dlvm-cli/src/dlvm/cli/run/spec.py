@@ -29,6 +29,7 @@ from dlvm.ir.plugin import install_hint
 
 from .files import DATA_FILE, input_problem, open_npz, output_problem
 from .locate import key_positions, position
+from .loss_scale import LARGEST
 from .runs import (
     LATEST,
     PIPELINE_RECORD,
@@ -161,10 +162,17 @@ class TrainSpec:
     metric: str
     allow_nonfinite: bool
     distributed: DistributedSpec = field(default_factory=lambda: DistributedSpec())
+    loss_scaling: LossScalingSpec | None = None  # train.precision = "f16"
     # found by validation, not keys: the data as the step takes it, and where to start
     dataset: Dataset | None = field(default=None, repr=False)
     initial: dict[str, np.ndarray] | None = field(default=None, repr=False)
     start_epoch: int = field(default=0, repr=False)
+
+
+@dataclass
+class LossScalingSpec:
+    initial: float
+    interval: int
 
 
 @dataclass
@@ -374,10 +382,13 @@ class Loader:
             return None
         module = self.read_module()
         pipeline = self.pipeline_text()
-        precision = doc.get("train", {}).get("precision", "f32")
+        train = doc.get("train", {})
+        precision = train.get("precision", "f32")
         if precision != "f32":  # before the user's passes, so before `differentiation`
-            pipeline = ",".join(p for p in (f"mixed-precision{{dtype={precision}}}", pipeline)
-                                if p)
+            lowering = f"mixed-precision{{dtype={precision}}}"
+            if precision == "f16":
+                lowering += f",loss-scaling{{function={train.get('step', '')}}}"
+            pipeline = ",".join(p for p in (lowering, pipeline) if p)
         target, options = self.target()
         if module is None or self.problems:
             return None
@@ -570,6 +581,23 @@ class Loader:
             self.problem(path, message)
         return None if found else spec
 
+    def loss_scaling_spec(self, t: dict[str, Any]) -> LossScalingSpec | None:
+        """Dynamic loss scaling, for f16 only (bf16 has f32's range)."""
+        if t.get("precision", "f32") != "f16":
+            for key in ("loss_scale", "loss_scale_interval"):
+                if key in t:
+                    self.problem(("train", key), 'applies to train.precision = "f16"')
+            return None
+        engine = t.get("distributed", {}).get("engine", "local")
+        if engine != "local":
+            self.problem(("train", "precision"), f'"f16" trains on the local engine, not '
+                         f"'{engine}' (the loss scale is kept by the driver's loop)")
+        initial = float(t.get("loss_scale", LARGEST))
+        if not 0 < initial <= LARGEST:
+            self.problem(("train", "loss_scale"), f"must be above 0 and at most {LARGEST:g} "
+                         f"(the seed of the f16 backward pass is an f16), found {initial:g}")
+        return LossScalingSpec(initial, int(t.get("loss_scale_interval", 200)))
+
     def train_spec(self, module: ir.Module, data: DataSpec, resume: bool) -> TrainSpec | None:
         t = self.doc["train"]
         step = self.function(module, t["step"], ("train", "step"))
@@ -600,7 +628,8 @@ class Loader:
             self.output_path(t["checkpoint"]) if "checkpoint" in t else None,
             self.output_path(t["metrics"]) if "metrics" in t else None,
             eval_fn.name if eval_fn is not None else None, evaluate.get("metric", "accuracy"),
-            bool(t.get("allow_nonfinite", False)), self.distributed_spec(t))
+            bool(t.get("allow_nonfinite", False)), self.distributed_spec(t),
+            self.loss_scaling_spec(t))
         from .train import check_signatures, prepare
 
         before = len(self.problems)

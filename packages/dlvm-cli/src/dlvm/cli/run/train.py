@@ -30,6 +30,7 @@ from dlvm.ir.runtime import convert_argument, numpy_dtype
 from dlvm.ir.types import TensorType
 
 from .files import open_npz, save_npz, save_text
+from .loss_scale import SMALLEST, DynamicLossScale
 from .progress import Display, Reporter
 from .spec import DataSpec, KeyedError, KeyPath, TrainSpec
 
@@ -514,31 +515,52 @@ def train(exe: Any, module: ir.Module, spec: TrainSpec, reporter: Reporter,
         start_fresh(spec)  # after the initialization, which may fail: nothing lost then
     interrupt = Interrupt()
     result = TrainResult(start, None, None, False)
+    scaler = (DynamicLossScale(spec.loss_scaling.initial, spec.loss_scaling.interval)
+              if spec.loss_scaling is not None else None)
     size = len(dataset.x_train)
     steps_per_epoch = math.ceil(size / spec.batch_size)
     with interrupt.installed(), reporter.training(spec.epochs, start, steps_per_epoch) as bar:
         for epoch in range(start, spec.epochs):
             rate = spec.learning_rate / (1.0 + spec.decay * epoch)
             lr = convert_argument(np.float64(rate), lr_t, "the learning rate")
-            began, losses = time.perf_counter(), []
+            began, losses, counted = time.perf_counter(), [], 0
             for number, batch in enumerate(batches(size, spec.batch_size, spec.shuffle_seed,
                                                     epoch), start=1):
+                scale = () if scaler is None else (np.float32(scaler.scale),)
                 out = exe.call(spec.step, *params.values(), dataset.x_train[batch],
-                               dataset.y_train[batch], lr)
+                               dataset.y_train[batch], lr, *scale)
                 params = dict(zip(spec.parameters, out[:n], strict=True))
                 loss = float(out[n])
+                if scaler is not None:
+                    scaler.update(bool(out[n + 1]))
+                    if scaler.diverged:
+                        raise nonfinite_gradients(spec, epoch + 1, number, result.epochs_done)
+                    if not math.isfinite(loss):  # a skipped step: its update was not made
+                        bar.step(loss)
+                        continue
                 if not (math.isfinite(loss) or spec.allow_nonfinite):
                     raise nonfinite(spec, loss, epoch + 1, number, result.epochs_done)
                 losses.append(loss * len(batch))
+                counted += len(batch)
                 bar.step(loss)
                 if interrupt.requested:
                     break
             if interrupt.requested:
                 result.interrupted = True
                 break
-            result.loss = sum(losses) / size
-            end_epoch(exe, spec, params, result, epoch, rate, time.perf_counter() - began, bar)
+            result.loss = sum(losses) / counted if counted else math.nan
+            extra = None if scaler is None else {"loss_scale": scaler.scale,
+                                                 "skipped_steps": scaler.take_skipped()}
+            end_epoch(exe, spec, params, result, epoch, rate, time.perf_counter() - began, bar,
+                      extra)
     return result
+
+
+def nonfinite_gradients(spec: TrainSpec, epoch: int, step: int, done: int) -> ir.DlvmError:
+    kept = (f"; '{spec.checkpoint}' keeps the parameters after epoch {done}"
+            if spec.checkpoint is not None and done else "")
+    return ir.DlvmError(f"training stopped: the gradients overflow f16 at every loss scale "
+                        f"(down to {SMALLEST:g}) at epoch {epoch}, step {step}{kept}")
 
 
 def end_epoch(exe: Any, spec: TrainSpec, params: dict[str, np.ndarray], result: TrainResult,
