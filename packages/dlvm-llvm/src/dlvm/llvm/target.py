@@ -10,6 +10,7 @@ from dlvm.ir.plugin import PluginWarning
 from dlvm.ir.target import check_option
 
 from .codegen import jit
+from .codegen import half_products
 from .codegen.bfloat import legalized
 from .codegen.function import CompileUnit, instruction_at
 from .codegen.optimize import optimized
@@ -73,7 +74,7 @@ class LLVMCPUTarget(ir.Target):
         """The module as code generation sees it: verified, and optimized on a copy (with the
         rules of the plugin instructions it uses loaded)."""
         ir.verify(module)
-        module = optimized(legalized(module), self.passes, self.name)
+        module = optimized(half_products.in_f32(legalized(module)), self.passes, self.name)
         load_plugin_rules(module)
         return module
 

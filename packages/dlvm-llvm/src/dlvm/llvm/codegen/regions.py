@@ -127,7 +127,45 @@ def lower_single(fl: FunctionLowering, inst: Instruction) -> ll.Value:
     inputs = {v: v for v in dict.fromkeys(direct_operands(inst))
               if not isinstance(v, LiteralValue)}
     region = Region(fl, [inst], fl.type, inputs, [inst])
+    if inst.opcode == "unbroadcast":
+        return unbroadcast_or_identity(fl, inst, region)
     return region.lower()[0]
+
+
+def unbroadcast_or_identity(fl: FunctionLowering, inst: Instruction, region: Region
+                            ) -> ll.Value:
+    """`unbroadcast %x like %y` when `%y` has `%x`'s shape is `%x`: a gradient through an
+    element-wise instruction of two operands of one dynamic shape asks for it at every
+    such instruction, and a sum over no dimension would copy `%x` through a wider
+    accumulator. So a run-time test of the shapes picks a new reference to `%x`'s buffer
+    (its elements as they are: one addend each, rounded back to itself) or the sum."""
+    xt, lt = fl.tensor_type(inst.x), fl.tensor_type(inst.like)
+    if xt.rank != lt.rank or xt.rank == 0 or isinstance(inst.x, LiteralValue):
+        return region.lower()[0]
+    x, like = fl.tensor(inst.x), fl.tensor(inst.like)
+    b = fl.b
+    same: ll.Value = ll.Constant(I1, 1)
+    for xd, ld in zip(x.dims, like.dims, strict=True):
+        if is_const(xd) and is_const(ld):
+            if xd.constant != ld.constant:
+                return region.lower()[0]  # a dimension summed away: never the identity
+            continue
+        same = b.and_(same, b.icmp_signed("==", xd, ld))
+    if is_const(same) and same.constant:
+        b.call(fl.rt.get("retain"), [x.buf])
+        return make_tensor(b, x.buf, x.data, x.dims)
+    with b.if_else(same) as (identity, summed):
+        with identity:
+            b.call(fl.rt.get("retain"), [x.buf])
+            view = make_tensor(b, x.buf, x.data, x.dims)
+            view_block = b.block
+        with summed:
+            total = region.lower()[0]
+            total_block = b.block
+    out = b.phi(view.type)
+    out.add_incoming(view, view_block)
+    out.add_incoming(total, total_block)
+    return out
 
 
 def lower_kernel_call(fl: FunctionLowering, inst: Instruction, spec: Spec) -> ll.Value | None:
