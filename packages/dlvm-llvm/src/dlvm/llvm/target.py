@@ -9,8 +9,7 @@ import dlvm.ir as ir
 from dlvm.ir.plugin import PluginWarning
 from dlvm.ir.target import check_option
 
-from .codegen import jit
-from .codegen import half_products
+from .codegen import half_products, jit
 from .codegen.bfloat import legalized
 from .codegen.function import CompileUnit, instruction_at
 from .codegen.optimize import optimized
