@@ -146,8 +146,9 @@ func @mm: (<64 x 512 x {t}>, <512 x 32 x {t}>) -> <64 x 32 x {t}> {{
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_tensor_cores_are_opt_in(dtype: str) -> None:
-    """TF32 for float32 and cuBLAS for float16 when asked: close to the exact product, and
-    through the library; without the option float32 stays exact to float32 rounding."""
+    """TF32 for float32 when asked (float16 takes the tensor cores either way): close to
+    the exact product, and through the library; without the option float32 stays exact to
+    float32 rounding."""
     np_dtype = np.float32 if dtype == "f32" else np.float16
     rng = np.random.default_rng(5)
     a = rng.standard_normal((64, 512)).astype(np_dtype)
@@ -164,18 +165,21 @@ def test_tensor_cores_are_opt_in(dtype: str) -> None:
         assert np.abs(got - exact).max() > np.abs(full - exact).max()  # TF32 rounds more
 
 
-def test_bf16_products_run_on_tensor_cores_and_round_once() -> None:
-    """bf16 `dot` goes to cuBLAS (`GemmEx`: bf16 in, f32 sums) without asking for tensor
-    cores: each result is the exact product rounded once, up to the f32 sum's error."""
-    bf = np.dtype(ml_dtypes.bfloat16)
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_16_bit_products_run_on_tensor_cores_and_round_once(dtype: str) -> None:
+    """bf16 and f16 `dot` go to cuBLAS (`GemmEx`: 16-bit in, f32 sums) without asking for
+    tensor cores: each result is the exact product rounded once, up to the f32 sum's
+    error."""
+    t = np.dtype(ml_dtypes.bfloat16) if dtype == "bf16" else np.dtype(np.float16)
+    half_ulp = 2.0**-8 if dtype == "bf16" else 2.0**-11
     rng = np.random.default_rng(6)
-    a = rng.standard_normal((64, 512)).astype(bf)
-    b = rng.standard_normal((512, 32)).astype(bf)
+    a = rng.standard_normal((64, 512)).astype(t)
+    b = (rng.standard_normal((512, 32)) / 8).astype(t)
     exact = a.astype(np.float64) @ b.astype(np.float64)
-    gpu = ir.compile(ir.parse(DOT.format(t="bf16")), "nvptx")
+    gpu = ir.compile(ir.parse(DOT.format(t=dtype)), "nvptx")
     got = gpu.call("mm", a, b)[0]
-    assert got.dtype == bf and gpu.plan.stats["gemm library calls"] == 1, gpu.plan.stats
-    np.testing.assert_allclose(got.astype(np.float64), exact, rtol=2.0**-8,
+    assert got.dtype == t and gpu.plan.stats["gemm library calls"] == 1, gpu.plan.stats
+    np.testing.assert_allclose(got.astype(np.float64), exact, rtol=half_ulp,
                                atol=1e-5 * np.abs(exact).max())
 
 

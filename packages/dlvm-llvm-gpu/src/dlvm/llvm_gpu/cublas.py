@@ -123,10 +123,11 @@ class Cublas:
 
     @staticmethod
     def supports(dtype: Any, tensor_cores: bool = False) -> bool:
-        """f32 and f64 always; bf16 always (it exists for tensor cores); f16 on request."""
+        """f32 and f64 (TF32 tensor cores for f32 only on request: they round the
+        products); f16 and bf16 through `GemmEx`, f32 sums, tensor cores where the GPU has
+        them."""
         dtype = np.dtype(dtype)
-        return (dtype in _ROUTINES or dtype == BFLOAT16 or
-                (tensor_cores and dtype == np.float16))
+        return dtype in _ROUTINES or dtype in _HALVES
 
     def use_tensor_cores(self, on: bool) -> None:
         """TF32 tensor-core math for float32 GEMMs (10-bit mantissas in the products,

@@ -121,7 +121,7 @@ class CudaDevice(Device):
         if not ok:
             raise GPUError(why)
         self.ordinal = ordinal
-        self.tensor_cores = tensor_cores  # TF32 for f32 GEMMs, f16 GEMMs through cuBLAS
+        self.tensor_cores = tensor_cores  # TF32 for f32 GEMMs (f16/bf16 always use GemmEx)
         self._device = check(cu.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
         self._context = check(cu.cuDevicePrimaryCtxRetain(self._device),
                               "cuDevicePrimaryCtxRetain")

@@ -48,7 +48,7 @@ from dlvm.ir.instructions.tensor import permutation, window_pads
 from dlvm.ir.interp import located
 from dlvm.ir.plugin import install_hint
 from dlvm.ir.runtime import numpy_dtype
-from dlvm.ir.types import BF16, DataType, TensorType, scalar
+from dlvm.ir.types import BF16, F16, DataType, TensorType, scalar
 from dlvm.llvm.codegen import random_stream
 from dlvm.llvm.codegen.bfloat import widen
 from dlvm.llvm.codegen.function import scalar_constant
@@ -1130,10 +1130,10 @@ def gemm_module(name: str, dtype: DataType, batch: int, m: int, n: int, k: int,
     """`C[b] = A[b] · B[b]` for row-major A (m×k), B (k×n), C (m×n) — A stored as k×m when
     `trans_a`, B as n×k when `trans_b` — one thread per element of C, summing in order: the
     GPU's `dot` when no BLAS library serves the data type, and the host emulation's.
-    Parameters: C, A, B. bf16 is summed in f32 and rounded once, as cuBLAS does."""
+    Parameters: C, A, B. bf16 and f16 are summed in f32 and rounded once, as cuBLAS does."""
     module = module if module is not None else ll.Module(name=name)
-    bf16 = dtype == BF16
-    t = ll.FloatType() if bf16 else scalar_type(dtype)
+    bf16, half = dtype == BF16, dtype == F16
+    t = ll.FloatType() if bf16 or half else scalar_type(dtype)
     et = element_type(dtype)
     fn = flavour.kernel(module, name, [PTR, PTR, PTR])
     for arg in fn.args[:3]:
@@ -1164,12 +1164,16 @@ def gemm_module(name: str, dtype: DataType, batch: int, m: int, n: int, k: int,
                        typ=et)
             if bf16:
                 x, y = widen(b, x), widen(b, y)
+            elif half:
+                x, y = b.fpext(x, t), b.fpext(y, t)
             acc = b.load(slot, typ=t)
             integer = isinstance(t, ll.IntType)
             b.store(b.add(acc, b.mul(x, y)) if integer else b.fadd(acc, b.fmul(x, y)), slot)
         total_of_e = b.load(slot, typ=t)
         if bf16:
             total_of_e = flavour.math(module)(b, "to_bf16", [total_of_e])
+        elif half:
+            total_of_e = b.fptrunc(total_of_e, et)
         b.store(total_of_e, b.gep(fn.args[0], [e], source_etype=et))
     b.ret_void()
     flavour.finish(module, [fn])
