@@ -336,3 +336,25 @@ def test_bf16_products_sum_in_f32_and_round_once_without_a_library() -> None:
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
                                rtol=2.0**-7, atol=0)
     assert exe.plan.stats["gemm library calls"] == 0
+
+
+def test_kernels_of_functions_with_dotted_names_are_ptx_identifiers() -> None:
+    """`@dloss.scaled` (the loss-scaling pass's gradient) is a DLVM name but not a PTX one:
+    the kernels a launch plan builds for it are named with the dots replaced."""
+    from llvmlite import ir as ll
+
+    from dlvm.llvm_gpu.kernels import NVPTXFlavour, RegionBuilder
+
+    m = ir.parse("func @k: (<64 x f32>) -> <64 x f32> {\n'entry(%a: <64 x f32>):\n"
+                 "    %r = tanh %a: <64 x f32>\n    return %r: <64 x f32>\n}\n")
+    fn = m.function("k")
+    assert fn is not None
+    insts, params = fn.entry.instructions[:-1], list(fn.entry.arguments)
+    module = ll.Module(name="dotted")
+    code = RegionBuilder("train_step_dloss.scaled_kernel1", insts, params, [insts[-1]],
+                         {v: v.type for v in [*params, *insts]}, [False],
+                         NVPTXFlavour(libdevice=False), module).build()
+    assert all(name.replace("_", "").isalnum() for name in code.kernel_names)
+    ptx = nvptx.emit_ptx(str(module), "sm_80", code.kernel_names)
+    if nvptx.ptxas_path() is not None:
+        nvptx.ptxas_check(ptx, "sm_80")

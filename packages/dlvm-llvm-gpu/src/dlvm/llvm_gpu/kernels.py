@@ -34,6 +34,7 @@ math from dlvm-llvm's own library), which is how a machine without a GPU runs la
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -383,14 +384,21 @@ class _loop:
 # ---------------------------------------------------------------- regions
 
 
+def symbol(name: str) -> str:
+    """`name` as a PTX identifier: DLVM names may hold dots (`@dloss.scaled`), which PTX
+    reads as the start of a directive."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
 class RegionBuilder:
-    """Writes the kernels of one region into an LLVM module."""
+    """Writes the kernels of one region into an LLVM module (its kernels named after
+    `name`, made a PTX identifier)."""
 
     def __init__(self, name: str, insts: list[Instruction], inputs: list[Value],
                  outputs: list[Value], types: dict[Value, TensorType], by_value: list[bool],
                  flavour: Flavour, module: ll.Module | None = None, *,
                  aligned: bool = True) -> None:
-        self.name = name
+        self.name = symbol(name)
         # every address 16-byte aligned: element-wise kernels then take VECTOR consecutive
         # elements per thread, which the back end reads and writes as one 128-bit access
         self.aligned = aligned

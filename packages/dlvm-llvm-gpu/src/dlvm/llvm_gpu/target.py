@@ -36,6 +36,7 @@ from .kernels import (
     gemm_module,
     is_kernel_instruction,
     region_operands,
+    symbol,
 )
 from .lowering import lowering_of
 from .plan import LaunchPlan, to_host, tuple_elements
@@ -213,7 +214,7 @@ def kernels_of(module: ir.Module, dynamic_size: int, libdevice: bool = True,
         for block in fn.blocks:
             for inst in block.instructions:
                 counter += 1
-                base = f"{_mangle(fn.name or 'f')}_{counter}"
+                base = f"{symbol(fn.name or 'f')}_{counter}"
                 try:  # a region that cannot be a kernel is refused before it is written
                     names += _emit_instruction(llmod, flavour, specializer, spec, inst, base,
                                                static)
@@ -244,7 +245,7 @@ def _emit_instruction(llmod: ll.Module, flavour: NVPTXFlavour, specializer: Spec
         if any(isinstance(o, LiteralValue) or o not in types for o in outputs):
             return []
         by_value = [types[p].rank == 0 and not types[p].dtype.is_bool for p in params]
-        code = RegionBuilder(base + "_" + _mangle(callee.name or "kernel"), body[:-1], params,
+        code = RegionBuilder(base + "_" + symbol(callee.name or "kernel"), body[:-1], params,
                              outputs, types, by_value, flavour, llmod).build()
         return code.kernel_names
     if op == "dot":
@@ -269,9 +270,3 @@ def _emit_instruction(llmod: ll.Module, flavour: NVPTXFlavour, specializer: Spec
     code = RegionBuilder(base + "_" + op, [inst], operands, [inst], types, by_value, flavour,
                          llmod).build()
     return code.kernel_names
-
-
-def _mangle(name: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)
