@@ -530,7 +530,14 @@ class Checker:
         if f.float_only and not self.is_float:
             raise ShapeError(f"'{f.name}' needs a floating-point type; the module's type is "
                              f"{self.program.dtype}", e.location)
+        if f.rule == "attention":  # its last argument is a constant, not a value
+            return self.attention(e)
         shapes = [self.infer(a) for a in e.args]
+        if f.rule == "embedding":
+            if len(shapes[1]) != 2:
+                raise ShapeError(f"'embedding' takes a table [vocabulary x features], found "
+                                 f"{show(shapes[1])}", e.args[1].location)
+            return (*shapes[0], shapes[1][1])
         if f.rule == "unary":
             return shapes[0]
         if f.rule == "binary":
@@ -553,6 +560,46 @@ class Checker:
             raise ShapeError(f"'cross_entropy' takes class scores [classes] or [batch x "
                              f"classes], found {show(shapes[0])}", e.location)
         return ()
+
+    def attention(self, e: Call) -> Shape:
+        """causal_attention(q, k, v, heads): q, k and v of one shape [… x time x features],
+        the features split into `heads` heads; the split is a shape cast, so the number of
+        heads and the features must be known here."""
+        q, k, v = (self.infer(a) for a in e.args[:3])
+        heads = self.heads(e.args[3])
+        if len(q) < 2:
+            raise ShapeError(f"'causal_attention' takes q, k and v of shape [… x time x "
+                             f"features] (rank 2 or more), found {show(q)}", e.args[0].location)
+        if not (shapes_match(q, k) and shapes_match(q, v)):
+            raise ShapeError(f"'causal_attention' takes q, k and v of one shape, found "
+                             f"{show(q)}, {show(k)} and {show(v)}", e.location)
+        shape = tuple(next((d for d in dims if d is not None), None)
+                      for dims in zip(q, k, v, strict=True))
+        features = shape[-1]
+        if features is None:
+            raise ShapeError(f"'causal_attention' splits the features (the last dimension) "
+                             f"into heads, so their number must be static, found "
+                             f"{show(shape)}", e.location)
+        if features % heads:
+            raise ShapeError(f"'causal_attention' cannot split {features} features into "
+                             f"{heads} heads: the number of heads must divide the last "
+                             "dimension", e.args[3].location)
+        return shape
+
+    def heads(self, e: Expr) -> int:
+        """The number of heads: a positive integer constant, as written."""
+        if isinstance(e, Number) and isinstance(e.value, int) and e.value > 0:
+            return e.value
+        if isinstance(e, Number):
+            found = e.text
+        elif isinstance(e, Unary) and isinstance(e.x, Number):
+            found = f"-{e.x.text}"
+        elif isinstance(e, Name) and e.time is None:
+            found = f"'{e.name}'"
+        else:
+            found = "an expression"
+        raise ShapeError(f"the number of heads of 'causal_attention' must be a positive "
+                         f"integer constant, found {found}", e.location)
 
 
 def sized(shape: Shape, e: Expr) -> Shape:

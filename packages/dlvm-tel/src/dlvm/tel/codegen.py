@@ -297,6 +297,11 @@ class FunctionWriter:
         b, f = self.b, e.function
         if f == "cross_entropy":
             return self.cross_entropy(e.args[0], self.expr(e.args[1]))
+        if f == "causal_attention":  # the number of heads is a constant the checker read
+            heads = e.args[3]
+            assert isinstance(heads, Number) and isinstance(heads.value, int)
+            q, k, v = (self.expr(a) for a in e.args[:3])
+            return self.causal_attention(q, k, v, heads.value)
         args = [self.expr(a) for a in e.args]
         x = args[0]
         one = self.gen.number(1)
@@ -311,6 +316,8 @@ class FunctionWriter:
             return b.multiply(b.multiply(x, self.gen.number(0.5)), b.add(one, b.erf(scaled)))
         if f == "layer_norm":
             return self.layer_norm(x)
+        if f == "embedding":
+            return self.embedding(x, args[1])
         if f == "softmax":
             return self.softmax(x, log=False)
         if f == "log_softmax":
@@ -358,6 +365,108 @@ class FunctionWriter:
         e = b.exp(z)
         s = b.padShape(b.reduce(e, "add", self.gen.zero, [axis]), axis)
         return b.subtract(z, b.log(s)) if log else b.divide(e, s)
+
+    def causal_attention(self, q: Value, k: Value, v: Value, heads: int) -> Value:
+        """For each head h of d = D/heads features, softmax(q_h·k_hᵀ/√d) over the positions
+        j ≤ i (the later ones set to −∞ first: a position sees only its past) times v_h; the
+        heads joined back along the last dimension, as PyTorch's scaled_dot_product_attention
+        with is_causal=True on the split heads."""
+        b = self.b
+        shape = self.type_of(q).shape
+        rank = len(shape)
+        size = shape[-1] // heads  # type: ignore[operator]  # the checker made it static
+        allowed = self.causal_mask(q)
+        kt: Value
+        if heads == 1:
+            kt = b.transpose(k, [*range(rank - 2), rank - 1, rank - 2])
+            return self.attend(q, kt, v, allowed, size)
+        lead = shape[:-1]
+        if sum(d is None for d in lead) <= 1:
+            # [… x T x D] as [… x T x H x d], then [… x H x T x d] (kᵀ: [… x H x d x T]):
+            # one batched product for all the heads
+            swap = [*range(rank - 2), rank - 1, rank - 2, rank]
+
+            def split(x: Value, order: list[int]) -> Value:
+                return b.transpose(b.shapeCast(x, (*lead, heads, size)), order)
+
+            kt = split(k, [*range(rank - 2), rank - 1, rank, rank - 2])
+            joined = self.attend(split(q, swap), kt, split(v, swap), allowed, size)
+            return b.shapeCast(b.transpose(joined, swap), shape)  # the swap undoes itself
+        # several dynamic dimensions before the features, which no shape cast can keep:
+        # each head's features are a slice of them moved to the front, and moved back
+        front = [rank - 1, *range(rank - 1)]
+        back, back_t = [*range(1, rank), 0], [*range(1, rank - 1), 0, rank - 1]
+        mq, mk, mv = (b.transpose(x, front) for x in (q, k, v))
+        outs = []
+        for h in range(heads):
+            lo, hi = h * size, (h + 1) * size - 1
+            qh, vh = (b.transpose(b.slice(x, lo, hi), back) for x in (mq, mv))
+            kt = b.transpose(b.slice(mk, lo, hi), back_t)
+            outs.append(self.attend(qh, kt, vh, allowed, size))
+        return b.concatenate(outs, rank - 1)
+
+    def attend(self, q: Value, kt: Value, v: Value, allowed: Value, size: int) -> Value:
+        """softmax(q·kt/√size where `allowed`, else −∞)·v, the dimensions before the last two
+        a batch (kt is kᵀ: [… x size x T]); a row always allows its own position, so no row
+        is all −∞."""
+        b = self.b
+        rank = self.type_of(q).rank
+        scores = b.multiply(b.dot(q, kt), self.gen.number(1 / math.sqrt(size)))
+        for _ in range(rank - 2):
+            allowed = b.padShape(allowed, 0)
+        masked = b.select(scores, self.gen.number(-math.inf), allowed)
+        return b.dot(self.softmax(masked, log=False), v)
+
+    def causal_mask(self, x: Value) -> Value:
+        """[T x T] bool, true where j ≤ i, for the positions (dimension −2) of `x`."""
+        b = self.b
+        rank = self.type_of(x).rank
+        positions = self.indices(x, rank - 2)
+        return b.lessThanOrEqual(b.padShape(positions, 0), b.padShape(positions, 1))
+
+    def indices(self, x: Value, axis: int) -> Value:
+        """<0, 1, …> as long as dimension `axis` of `x` (at run time when it is dynamic), as
+        an i64 vector: the running sum of ones, less one."""
+        b = self.b
+        t = self.type_of(x)
+        n = t.shape[axis]
+        if n is not None:
+            ones: Value = constant(1, TensorType((n,), I64))
+        else:
+            others = [d for d in range(t.rank) if d != axis]
+            line = b.reduce(x, "add", self.gen.zero, others) if others else x
+            one = constant(1, I64_SCALAR)
+            ones = b.select(one, one, b.equal(line, line))  # NaN or not, a 1
+        return b.subtract(b.scan(ones, "add", [0]), constant(1, I64_SCALAR))
+
+    def embedding(self, ids: Value, table: Value) -> Value:
+        """Row ids[…] of `table` [V x D] (an id truncated to an integer; one outside 0…V−1
+        picks zeros): a one-hot product, for the IR has no gather, whose gradient with
+        respect to the table adds each position's into its id's row (a scatter-add)."""
+        b = self.b
+        ids, table = self.materialized(ids), self.materialized(table)
+        shape = self.type_of(ids).shape
+        rank = len(shape)
+        vocab, width = self.type_of(table).shape
+        rows = self.indices(table, 0)
+        for _ in range(rank):
+            rows = b.padShape(rows, 0)
+        index = b.padShape(b.dataTypeCast(ids, I64), rank)
+        hot = b.dataTypeCast(b.equal(index, rows), self.gen.dtype)  # [… x V]
+        if rank == 0:
+            return b.squeezeShape(b.dot(b.padShape(hot, 0), table), 0)
+        if rank == 1:
+            return b.dot(hot, table)
+        count = None if None in shape else math.prod(shape)  # type: ignore[arg-type]
+        if (count, vocab).count(None) <= 1 and (*shape, width).count(None) <= 1:
+            flat = b.dot(b.shapeCast(hot, (count, vocab)), table)
+            return b.shapeCast(flat, (*shape, width))
+        # dynamic dimensions no shape cast can keep: the one-hot rows times the table,
+        # summed over the vocabulary
+        for _ in range(rank):
+            table = b.padShape(table, 0)
+        picked = b.multiply(b.padShape(hot, rank + 1), table)  # [… x V x D]
+        return b.reduce(picked, "add", self.gen.zero, [rank])
 
     def cross_entropy(self, p: Expr, target: Value) -> Value:
         """−mean over rows of Σ t·log p; of softmax(z), log p is log_softmax(z)."""

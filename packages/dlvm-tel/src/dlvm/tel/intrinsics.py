@@ -13,13 +13,17 @@ ROWWISE = ("softmax", "log_softmax", "layer_norm")  # along the last dimension
 REDUCTIONS = ("sum", "mean")  # to a scalar
 LOSSES = ("cross_entropy", "mse")  # (prediction, target) of one shape -> scalar
 INITIALIZERS = ("random", "normal", "glorot")  # only as a parameter's initializer
+# transformer pieces: (q, k, v, heads) -> shape of q, where heads is an integer constant (it
+# shapes the code, so it is no value); (ids, table [V x D]) -> ids' shape + [D]
+ATTENTION = ("causal_attention",)
+EMBEDDING = ("embedding",)
 
 
 @dataclass(frozen=True)
 class Intrinsic:
     name: str
     arity: int
-    rule: str  # "unary", "binary", "rowwise", "reduction", "loss"
+    rule: str  # "unary", "binary", "rowwise", "reduction", "loss", "attention", "embedding"
     float_only: bool
 
 
@@ -29,4 +33,6 @@ TABLE: dict[str, Intrinsic] = {
     **{n: Intrinsic(n, 1, "rowwise", True) for n in ROWWISE},
     **{n: Intrinsic(n, 1, "reduction", n == "mean") for n in REDUCTIONS},
     **{n: Intrinsic(n, 2, "loss", True) for n in LOSSES},
+    **{n: Intrinsic(n, 4, "attention", True) for n in ATTENTION},
+    **{n: Intrinsic(n, 2, "embedding", False) for n in EMBEDDING},
 }
