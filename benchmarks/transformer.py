@@ -66,7 +66,6 @@ def dlvm_gpu_step(precision: str, device_kind: str = "cuda") -> Any:
     """The example's module on `nvptx`: the step's outputs (new parameters and state) are
     the next step's inputs, on the device."""
     import dlvm.ir as ir
-    from dlvm.nnkit import staging  # noqa: F401  (registers the front end's staging)
 
     module = ir.load_module(str(EXAMPLE / "model.py"), "nnkit")
     if precision == "bf16":

@@ -122,7 +122,7 @@ class Cublas:
             _check(self.lib.cublasDestroy_v2(handle), "cublasDestroy_v2")
 
     @staticmethod
-    def supports(dtype: Any, tensor_cores: bool = False) -> bool:
+    def supports(dtype: Any) -> bool:
         """f32 and f64 (TF32 tensor cores for f32 only on request: they round the
         products); f16 and bf16 through `GemmEx`, f32 sums, tensor cores where the GPU has
         them."""

@@ -351,7 +351,7 @@ class CudaDevice(Device):
     def gemm(self, dtype: np.dtype[Any], trans_a: bool, trans_b: bool, m: int, n: int,
              k: int, a: int, lda: int, b: int, ldb: int, c: int, ldc: int,
              batch: int = 1) -> bool:
-        if not cublas.Cublas.supports(dtype, self.tensor_cores):
+        if not cublas.Cublas.supports(dtype):
             return False
         blas = self._cublas()
         if blas is None:

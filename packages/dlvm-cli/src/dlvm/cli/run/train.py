@@ -531,17 +531,17 @@ def train(exe: Any, module: ir.Module, spec: TrainSpec, reporter: Reporter,
                                dataset.y_train[batch], lr, *scale)
                 params = dict(zip(spec.parameters, out[:n], strict=True))
                 loss = float(out[n])
+                skipped = False  # a step whose update was not made counts no loss
                 if scaler is not None:
                     scaler.update(bool(out[n + 1]))
                     if scaler.diverged:
                         raise nonfinite_gradients(spec, epoch + 1, number, result.epochs_done)
-                    if not math.isfinite(loss):  # a skipped step: its update was not made
-                        bar.step(loss)
-                        continue
-                if not (math.isfinite(loss) or spec.allow_nonfinite):
+                    skipped = not math.isfinite(loss)
+                if not (skipped or math.isfinite(loss) or spec.allow_nonfinite):
                     raise nonfinite(spec, loss, epoch + 1, number, result.epochs_done)
-                losses.append(loss * len(batch))
-                counted += len(batch)
+                if not skipped:
+                    losses.append(loss * len(batch))
+                    counted += len(batch)
                 bar.step(loss)
                 if interrupt.requested:
                     break

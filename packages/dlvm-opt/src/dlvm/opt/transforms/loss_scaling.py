@@ -26,9 +26,20 @@ block.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dlvm.ir import Builder, DerivativeDecl, Function, Instruction, Module, Pass, PassContext, Value
+from dlvm.ir import (
+    Builder,
+    DerivativeDecl,
+    Function,
+    Instruction,
+    Module,
+    Pass,
+    PassContext,
+    Value,
+    replace_all_uses,
+)
 from dlvm.ir.core import Argument
 from dlvm.ir.derivatives import gradient_type
 from dlvm.ir.diagnostics import DlvmError
@@ -57,13 +68,13 @@ class LossScaling(Pass):
         scale = Argument(SCALAR_F32, "loss_scale")
         step.entry.add_argument(scale)
         b = Builder(module)
-        gradients: list[Value] = []
+        gradients: list[Instruction] = []
         for call in calls:
             gradients += self.scale_call(b, module, call, scale)
         for declared in {call.callee for call in calls}:
             if not mentioned(module, declared):  # nothing left for differentiation to write
                 module.remove_function(declared)
-        b.position_after(gradients[-1] if isinstance(gradients[-1], Instruction) else calls[-1])
+        b.position_after(gradients[-1])  # (a `divide`, after every scaled call)
         finite = all_finite(b, gradients)
         self.keep_old_values_unless(b, module, step, finite)
         ctx.stat("gradient calls scaled", len(calls))
@@ -73,7 +84,7 @@ class LossScaling(Pass):
         return DlvmError(f"pass 'loss-scaling': {message}")
 
     def scale_call(self, b: Builder, module: Module, call: Instruction, scale: Value
-                   ) -> list[Value]:
+                   ) -> list[Instruction]:
         """The call made seedable with seed `scale`, its gradients divided by it; returns
         the divided gradients (the call's tuple is rebuilt from them for its users)."""
         declared = call.callee
@@ -92,7 +103,7 @@ class LossScaling(Pass):
         scaled = b.call(twin, [*call.args, seed])
         count = len(results.elements) - len(declared.declaration.keeping)
         parts: list[Value] = []
-        gradients: list[Value] = []
+        gradients: list[Instruction] = []
         for k, t in enumerate(results.elements):
             part = b.extract(scaled, [k])
             if k < count:
@@ -100,7 +111,7 @@ class LossScaling(Pass):
                 gradients.append(part)
             parts.append(part)
         rebuilt = b.tuple(parts)
-        replace_everywhere(call, rebuilt)
+        replace_all_uses(call.block.function, call, rebuilt)
         call.erase()
         return gradients
 
@@ -160,7 +171,7 @@ def mentioned(module: Module, fn: Value) -> bool:
     return any(fn in inst.operands for f in module.functions for inst in f.instructions())
 
 
-def all_finite(b: Builder, gradients: list[Value]) -> Value:
+def all_finite(b: Builder, gradients: Sequence[Value]) -> Value:
     """Whether every element of every gradient is finite: their sum is (an inf or a NaN
     anywhere makes it ±inf or NaN; finite f32 gradients large enough to overflow it are no
     use either). -inf < sum < inf is false for NaN."""
@@ -176,12 +187,3 @@ def all_finite(b: Builder, gradients: list[Value]) -> Value:
     below = b.lessThan(total, float("inf"))
     above = b.greaterThan(total, float("-inf"))
     return b.and_(below, above)
-
-
-def replace_everywhere(old: Value, new: Value) -> None:
-    fn = new.block.function if isinstance(new, Instruction) and new.block else None
-    assert fn is not None
-    for block in fn.blocks:
-        for inst in block.instructions:
-            if inst is not new:
-                inst.replace_uses({old: new})
