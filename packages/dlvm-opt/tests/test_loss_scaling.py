@@ -148,3 +148,64 @@ def test_a_step_that_does_not_return_its_arguments_is_refused() -> None:
                         "f32>, f32) -> (<3 x f32>, <6 x 3 x f32>, f32)")
     with pytest.raises(ir.DlvmError, match="must return the new values of its first"):
         ir.run_passes(ir.parse(text), "loss-scaling")
+
+
+# the same model with its parameters passed to the loss as one tuple (as TEL's `$params`)
+PACKED = """module "m"
+stage raw
+
+type $p = (<6 x 3 x f32>, <3 x f32>)
+
+func @loss: ($p, <_ x 6 x f32>, <_ x 3 x f32>) -> f32 {
+'entry(%p: $p, %x: <_ x 6 x f32>, %y: <_ x 3 x f32>):
+    %w = extract 0 from %p: $p
+    %b = extract 1 from %p: $p
+    %s0 = dot %x: <_ x 6 x f32>, %w: <6 x 3 x f32>
+    %bp = padShape %b: <3 x f32> at 0
+    %s = add %s0: <_ x 3 x f32>, %bp: <1 x 3 x f32>
+    %d = subtract %s: <_ x 3 x f32>, %y: <_ x 3 x f32>
+    %q = multiply %d: <_ x 3 x f32>, %d: <_ x 3 x f32>
+    %total = reduce %q: <_ x 3 x f32> by add init 0.0: f32
+    %r = multiply %total: f32, 0.001: f32
+    return %r: f32
+}
+
+[gradient @loss wrt 0 keeping 0]
+func @dloss: ($p, <_ x 6 x f32>, <_ x 3 x f32>) -> ($p, f32)
+
+func @train_step: (<6 x 3 x f32>, <3 x f32>, <_ x 6 x f32>, <_ x 3 x f32>, f32) -> (<6 x 3 x f32>, <3 x f32>, f32) {
+'entry(%w: <6 x 3 x f32>, %b: <3 x f32>, %x: <_ x 6 x f32>, %y: <_ x 3 x f32>, %lr: f32):
+    %p = literal (%w: <6 x 3 x f32>, %b: <3 x f32>): $p
+    %g = apply @dloss(%p: $p, %x: <_ x 6 x f32>, %y: <_ x 3 x f32>) -> ($p, f32)
+    %dp = extract 0 from %g: ($p, f32)
+    %l = extract 1 from %g: ($p, f32)
+    %dw = extract 0 from %dp: $p
+    %db = extract 1 from %dp: $p
+    %sw = multiply %dw: <6 x 3 x f32>, %lr: f32
+    %sb = multiply %db: <3 x f32>, %lr: f32
+    %wn = subtract %w: <6 x 3 x f32>, %sw: <6 x 3 x f32>
+    %bn = subtract %b: <3 x f32>, %sb: <3 x f32>
+    %r = literal (%wn: <6 x 3 x f32>, %bn: <3 x f32>, %l: f32): (<6 x 3 x f32>, <3 x f32>, f32)
+    return %r: (<6 x 3 x f32>, <3 x f32>, f32)
+}
+"""
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+def test_a_gradient_by_a_tuple_of_parameters_is_divided_element_by_element() -> None:
+    """Each tensor of the tuple is divided by S and checked for finiteness."""
+    def run(passes: str, x_scale: float, *scale: np.float32) -> tuple[np.ndarray, ...]:
+        module = ir.parse(PACKED)
+        ir.run_passes(module, passes)
+        return ir.compile(module, "interp")["train_step"](*arguments(x_scale), *scale)
+
+    want = run("verify", 1.0)
+    got = run(F16_SCALED, 1.0, np.float32(1024.0))
+    assert bool(got[-1]) is True
+    for g, w in zip(got[:2], want[:2], strict=True):
+        np.testing.assert_allclose(g, w, rtol=0, atol=4e-3)
+    w, b, *_ = arguments(8.0)
+    overflowed = run(F16_SCALED, 8.0, np.float32(2.0**15))
+    assert bool(overflowed[-1]) is False
+    np.testing.assert_array_equal(overflowed[0], w)
+    np.testing.assert_array_equal(overflowed[1], b)

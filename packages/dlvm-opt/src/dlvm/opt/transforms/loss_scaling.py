@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dlvm.ir import (
+    AggregateLiteral,
     Builder,
     DerivativeDecl,
     Function,
@@ -74,7 +75,7 @@ class LossScaling(Pass):
         for declared in {call.callee for call in calls}:
             if not mentioned(module, declared):  # nothing left for differentiation to write
                 module.remove_function(declared)
-        b.position_after(gradients[-1])  # (a `divide`, after every scaled call)
+        b.position_after(gradients[-1])  # (a `divide`, after every scaled call's)
         finite = all_finite(b, gradients)
         self.keep_old_values_unless(b, module, step, finite)
         ctx.stat("gradient calls scaled", len(calls))
@@ -104,23 +105,32 @@ class LossScaling(Pass):
         count = len(results.elements) - len(declared.declaration.keeping)
         parts: list[Value] = []
         gradients: list[Instruction] = []
-        for k, t in enumerate(results.elements):
-            part = b.extract(scaled, [k])
+        declared_results = module.resolve(declared.type_.result)  # its aliases kept inside
+        assert isinstance(declared_results, TupleType)
+        for k, t in enumerate(declared_results.elements):
+            part: Value = b.extract(scaled, [k])
             if k < count:
-                part = b.divide(part, self.factor(b, module, t, scale))
-                gradients.append(part)
+                part = self.divided(b, module, part, t, scale, gradients)
             parts.append(part)
-        rebuilt = b.tuple(parts)
+        rebuilt = b.literal(AggregateLiteral("tuple", tuple(parts)), declared.type_.result)
         replace_all_uses(call.block.function, call, rebuilt)
         call.erase()
         return gradients
 
-    def factor(self, b: Builder, module: Module, t: Type, scale: Value) -> Value:
+    def divided(self, b: Builder, module: Module, part: Value, t: Type, scale: Value,
+                gradients: list[Instruction]) -> Value:
+        """`part` ÷ `scale`, element by element through a tuple of gradients (a model's
+        parameters passed as one tuple), each divided tensor added to `gradients`."""
         r = module.resolve(t)
+        if isinstance(r, TupleType):
+            elements = [self.divided(b, module, b.extract(part, [k]), e, scale, gradients)
+                        for k, e in enumerate(r.elements)]
+            return b.literal(AggregateLiteral("tuple", tuple(elements)), t)
         if not (isinstance(r, TensorType) and r.dtype.is_float):
-            raise self.error(f"a gradient of type '{t}': loss scaling needs float tensors "
-                             "(pass a model's parameters as separate arguments)")
-        return scale if r.dtype == F32 else b.dataTypeCast(scale, r.dtype)
+            raise self.error(f"a gradient of type '{t}': loss scaling needs float tensors")
+        divided = b.divide(part, scale if r.dtype == F32 else b.dataTypeCast(scale, r.dtype))
+        gradients.append(divided)
+        return divided
 
     def keep_old_values_unless(self, b: Builder, module: Module, step: Function,
                                finite: Value) -> None:
