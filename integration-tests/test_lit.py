@@ -1,4 +1,4 @@
-"""The lit suite in integration-tests/lit, one pytest test per ``.dl`` file.
+"""The lit suite in integration-tests/lit, one pytest test per test file.
 
 lit runs once per session (in parallel, as it likes) and writes an xunit file; each test
 below looks up its own ``<testcase>`` there. So pytest's summary counts the lit tests, and a
@@ -21,9 +21,15 @@ NOT_TESTS = {"Inputs", "Output"}  # lit skips these folders too
 LIT = [sys.executable, "-c", "import sys; from lit.main import main; sys.argv[0] = 'lit'; main()"]
 
 
+# the test files by suffix, as lit.cfg.py and the folders' lit.local.cfg set them
+SUFFIXES = {".dl", ".tel", ".py"}
+
+
 def lit_tests() -> list[str]:
-    """Suite-relative paths of every ``.dl`` test, outside ``Inputs`` folders."""
-    paths = (p.relative_to(SUITE) for p in SUITE.rglob("*.dl"))
+    """Suite-relative paths of every test (`.dl`; `.tel` and `.py` in the folders that take
+    them), outside ``Inputs`` folders; lit's own `lit.cfg.py` is none."""
+    paths = (p.relative_to(SUITE) for p in SUITE.rglob("*")
+             if p.suffix in SUFFIXES and not p.name.startswith("lit."))
     return sorted(p.as_posix() for p in paths if not NOT_TESTS.intersection(p.parts[:-1]))
 
 
