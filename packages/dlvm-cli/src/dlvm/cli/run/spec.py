@@ -167,6 +167,7 @@ class TrainSpec:
     dataset: Dataset | None = field(default=None, repr=False)
     initial: dict[str, np.ndarray] | None = field(default=None, repr=False)
     start_epoch: int = field(default=0, repr=False)
+    evaluate_parameters: int = field(default=0, repr=False)  # the step's first k
 
 
 @dataclass

@@ -148,25 +148,28 @@ def check_signatures(module: ir.Module, spec: TrainSpec, data: DataSpec
 
 def check_evaluation(module: ir.Module, spec: TrainSpec, step_args: Sequence[ir.Type],
                      inputs: tuple[int, ...]) -> list[tuple[KeyPath, str]]:
-    """The evaluation takes the step's parameters and the inputs, and returns scores of
+    """The evaluation takes the step's leading parameters — all of them, or the model's
+    without the optimizer state that follows them — and the inputs, and returns scores of
     shape [examples, classes]."""
     fn = module.function(spec.evaluate or "")
     assert fn is not None
     where: KeyPath = ("train", "evaluate", "function")
     n = len(spec.parameters)
     args = fn.type_.arguments
-    if len(args) != n + 1:
-        return [(where, f"'@{spec.evaluate}' must take (params…, inputs): {n + 1} "
-                        f"arguments, it takes {len(args)}")]
+    k = len(args) - 1
+    if not 0 <= k <= n:
+        return [(where, f"'@{spec.evaluate}' must take (params…, inputs): the step's first "
+                        f"parameters (at most {n}) and the inputs; it takes {len(args)} "
+                        f"argument{'s' * (len(args) != 1)}")]
     out: list[tuple[KeyPath, str]] = []
-    for i, name in enumerate(spec.parameters):
+    for i, name in enumerate(spec.parameters[:k]):
         if module.resolve(args[i]) != module.resolve(step_args[i]):
             out.append((where, f"'@{spec.evaluate}' takes '{args[i]}' for parameter "
                                f"'{name}', the step '{step_args[i]}'"))
-    x = tensor_type(module, args[n])
+    x = tensor_type(module, args[k])
     if x is None or not _fits((1, *inputs[1:]), x):
         out.append((where, f"examples of shape {inputs[1:]} do not fit the inputs "
-                           f"'{args[n]}' of '@{spec.evaluate}'"))
+                           f"'{args[k]}' of '@{spec.evaluate}'"))
     scores = tensor_type(module, fn.type_.result)
     if scores is None or scores.rank != 2:
         out.append((where, f"'@{spec.evaluate}' must return scores of shape [examples, "
@@ -217,6 +220,10 @@ def prepare(module: ir.Module, spec: TrainSpec, data: DataSpec, resume: bool) ->
                                                     "so train.evaluate has nothing to evaluate")
     _convert(np.float64(spec.learning_rate), lr_t, ("train", "learning_rate"),
              "the learning rate")
+    if spec.evaluate is not None:
+        evaluate = module.function(spec.evaluate)
+        assert evaluate is not None
+        spec.evaluate_parameters = len(evaluate.type_.arguments) - 1
     param_types: list[TensorType] = [t for t in types[:n] if t is not None]
     if resume and spec.checkpoint is not None:
         spec.initial, spec.start_epoch = read_checkpoint(spec.checkpoint, spec.parameters,
@@ -574,7 +581,8 @@ def end_epoch(exe: Any, spec: TrainSpec, params: dict[str, np.ndarray], result: 
     size = len(dataset.x_train)
     if spec.evaluate is not None:
         bar.evaluating()
-        scores = exe.call(spec.evaluate, *params.values(), dataset.x_test)[0]
+        model = list(params.values())[:spec.evaluate_parameters]
+        scores = exe.call(spec.evaluate, *model, dataset.x_test)[0]
         result.accuracy = accuracy(scores, dataset.labels_test)
     record: dict[str, Any] = {"epoch": epoch + 1, "loss": result.loss, "learning_rate": rate,
                               "seconds": seconds,
