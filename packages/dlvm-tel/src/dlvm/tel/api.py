@@ -2,10 +2,11 @@
 
 The module embeds the model's IR and defines one class: the parameters as attributes,
 initialized as declared (by `@init_params` on the reference interpreter, seeded), and
-methods for inference (`__call__`), `loss`, `grad`, `step` (one SGD step) and `save`/`load`
-(`.npz`). It compiles the IR for the fastest installed target, or the one it is given.
-TEL names that Python would not take are mangled (`python_names`); `save` writes
-atomically and `load` checks every parameter before it replaces any.
+methods for inference (`__call__`), `loss`, `grad`, `step` (one step of the module's
+optimizer, whose state the class keeps in `optimizer_state`) and `save`/`load` (`.npz`). It
+compiles the IR for the fastest installed target, or the one it is given. TEL names that
+Python would not take are mangled (`python_names`); `save` writes atomically and `load`
+checks every parameter before it replaces any.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 from .checker import Checked, check, show
-from .codegen import generate
+from .codegen import generate, state_names
 from .compiler import deep_expressions, read_source
 from .parser import parse
 from .python_names import class_name, python_names
@@ -107,6 +108,8 @@ def render(checked: Checked, source: str) -> str:
     if loss_fn is not None:
         loss_ins = [a.name or f"arg{i}" for i, a in enumerate(loss_fn.blocks[0].arguments)][:-1]
     decl = {d.name: d for d in c.program.declarations}
+    stateful = loss_fn is not None and module.function("update") is not None
+    state = state_names(c) if stateful else []
     dtype = NUMPY_DTYPES[c.dtype]
     lines: list[str] = []
     add = lines.append
@@ -139,6 +142,12 @@ def render(checked: Checked, source: str) -> str:
     for d in params:
         add(_long(f"    {d.name!r}: {py[d.name]!r},"))
     add("}")
+    if state:
+        add("# the optimizer's state, in the order of @update's (each zero at the start)")
+        add("STATE: tuple[str, ...] = (")
+        for n in state:
+            add(_long(f"    {n!r},"))
+        add(")")
     add("")
     add("")
     lines += _checked_function(dtype)
@@ -153,6 +162,7 @@ def render(checked: Checked, source: str) -> str:
     if loss_fn is not None:
         doc += (f" Loss {c.program.losses[0].name!r} of "
                 + ", ".join(_describe(c, decl[n]) for n in loss_ins) + ".")
+        doc += f" Optimizer: {_optimizer(c)}."
     renamed = [f"{n} as {py[n]}" for n in [d.name for d in params] + ins + loss_ins
                if py[n] != n]
     if renamed:
@@ -162,6 +172,8 @@ def render(checked: Checked, source: str) -> str:
     add("")
     for d in params:
         add(_long(f"    {py[d.name]}: Array"))
+    if state:
+        add("    optimizer_state: dict[str, Array]")
     add("")
     add("    def __init__(self, seed: int = 0, target: str | None = None) -> None:")
     add('        """Parameters initialized as the model declares them, drawn with `seed`; '
@@ -175,6 +187,9 @@ def render(checked: Checked, source: str) -> str:
         add("        for (key, shape), value in zip(PARAMETERS.items(), values, strict=True):")
         add(f"            setattr(self, ATTRIBUTES[key], np.asarray(value, dtype=np.{dtype})"
             ".reshape(shape))")
+    if state:
+        add('        zeros = self._executable.call("init_state")')
+        add("        self.optimizer_state = dict(zip(STATE, zeros, strict=True))")
     add("")
     add("    def _packed(self) -> tuple[Array, ...]:")
     add("        return tuple(getattr(self, ATTRIBUTES[key]) for key in PARAMETERS)")
@@ -209,14 +224,29 @@ def render(checked: Checked, source: str) -> str:
         add("        return dict(zip(PARAMETERS, grads, strict=True))")
         add("")
         lines += _call("def step", [*lsig, "lr: float"], " -> float:", "    ")
-        add('        """One step of gradient descent, p ← p − lr·∂loss/∂p; returns the loss '
-            'before it."""')
+        if state:
+            lines += _docstring(f"One step of {_optimizer(c)} at the base rate `lr`: the "
+                                "parameters and `optimizer_state` updated; returns the loss "
+                                "before it.", "        ")
+        else:
+            add('        """One step of gradient descent, p ← p − lr·∂loss/∂p; returns the '
+                'loss before it."""')
         lines += _call("*grads, value = self._executable.call", ['"loss_grad"', *largs], "",
                        "        ")
-        add("        for key, g in zip(PARAMETERS, grads, strict=True):")
-        add("            attribute = ATTRIBUTES[key]")
-        add(f"            setattr(self, attribute, (getattr(self, attribute) - lr * g)"
-            f".astype(np.{dtype}))")
+        if state:
+            add("        state = tuple(self.optimizer_state.values())")
+            add('        out = self._executable.call("update", self._packed(), state, '
+                'tuple(grads),')
+            add(f"                                    np.{dtype}(lr))")
+            add("        for key, g in zip(PARAMETERS, out[:len(PARAMETERS)], strict=True):")
+            add("            setattr(self, ATTRIBUTES[key], g)")
+            add("        self.optimizer_state = dict(zip(STATE, out[len(PARAMETERS):], "
+                "strict=True))")
+        else:
+            add("        for key, g in zip(PARAMETERS, grads, strict=True):")
+            add("            attribute = ATTRIBUTES[key]")
+            add(f"            setattr(self, attribute, (getattr(self, attribute) - lr * g)"
+                f".astype(np.{dtype}))")
         add("        return float(value)")
     add("")
     add("    def save(self, path: str | Path) -> None:")
@@ -252,6 +282,16 @@ def render(checked: Checked, source: str) -> str:
     add("        for key, value in values.items():")
     add("            setattr(self, ATTRIBUTES[key], value)")
     return "\n".join(lines) + "\n"
+
+
+def _optimizer(c: Checked) -> str:
+    """The optimizer as declared: `adamw(weight_decay = 0.1, …)`, `sgd` for the default."""
+    decls = c.program.optimizers
+    if not decls or not decls[0].options:
+        return c.optimizer.kind
+    shown = [f"{o.name} = [{', '.join(o.value)}]" if isinstance(o.value, list)
+             else f"{o.name} = {o.value}" for o in decls[0].options]
+    return f"{c.optimizer.kind}({', '.join(shown)})"
 
 
 def _checked_function(dtype: str) -> list[str]:

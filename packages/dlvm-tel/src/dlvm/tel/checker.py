@@ -14,6 +14,7 @@ from dlvm.ir import Diagnostic, DiagnosticError, Location
 
 from .intrinsics import INITIALIZERS, TABLE
 from .limits import constant_problem, shape_problem
+from .optimizers import OPTIMIZERS, Optimizer
 from .syntax import (
     Binary,
     Call,
@@ -22,6 +23,7 @@ from .syntax import (
     Expr,
     Name,
     Number,
+    OptimizerDecl,
     Program,
     Recurrent,
     Reshape,
@@ -99,6 +101,7 @@ class Checked:
     order: list[Declaration] = field(default_factory=list)  # each after what it reads
     after_block: set[str] = field(default_factory=set)  # values that read final states
     sequence_reads: dict[str, Location] = field(default_factory=dict)  # each's first `xs[t]`
+    optimizer: Optimizer = field(default_factory=Optimizer.default)  # what @train_step does
 
     @property
     def dtype(self) -> str:
@@ -163,6 +166,7 @@ class Checker:
         for loss in p.losses:
             self.check_loss(loss.name, loss.value, loss.location)
         self.roles()
+        optimizer = self.check_optimizers(p.optimizers)
         if self.errors:
             self.errors.sort(key=lambda e: (e.location.line, e.location.column)
                              if e.location else (0, 0))
@@ -171,7 +175,7 @@ class Checker:
         carried = [d.name for d in (self.block.declarations if self.block else [])
                    if d.name in self.previous or d.name in final]
         return Checked(p, self.shapes, self.block, list(self.sequences), carried, ordered,
-                       self.late, dict(self.sequences))
+                       self.late, dict(self.sequences), optimizer)
 
     def declared_form(self, d: Declaration) -> None:
         self.shapes[d.name] = d.shape
@@ -268,6 +272,63 @@ class Checker:
         for extra in p.losses[1:]:
             self.error(f"a module has one loss; '{p.losses[0].name}' is already declared",
                        extra.location)
+
+    def check_optimizers(self, decls: list[OptimizerDecl]) -> Optimizer:
+        """The module's optimizer (plain SGD when it declares none): a known kind, each
+        option known to it, given once and within its range."""
+        for extra in decls[1:]:
+            self.error(f"a module has one optimizer; '{decls[0].kind}' is already declared "
+                       f"(at line {decls[0].location.line})", extra.location)
+        if not decls:
+            return Optimizer.default()
+        d = decls[0]
+        if not self.program.losses:
+            self.error("an optimizer minimizes the loss, but the module declares no loss",
+                       d.location)
+        rules = OPTIMIZERS.get(d.kind)
+        if rules is None:
+            close = suggest(d.kind, list(OPTIMIZERS))
+            hint = f"; did you mean '{close}'?" if close else ""
+            self.error(f"unknown optimizer '{d.kind}' (one of {', '.join(OPTIMIZERS)}){hint}",
+                       d.location)
+            return Optimizer.default()
+        values = {k: r.default for k, r in rules.items() if r.default is not None}
+        decay: tuple[str, ...] | None = None
+        params = [x.name for x in self.program.declarations if x.role == "param"]
+        seen: set[str] = set()
+        for o in d.options:
+            rule = rules.get(o.name)
+            what = f"'{o.name}' of {d.kind}"
+            if rule is None:
+                close = suggest(o.name, list(rules))
+                hint = f"; did you mean '{close}'?" if close else ""
+                self.error(f"{d.kind} has no option '{o.name}' (its options: "
+                           f"{', '.join(rules)}){hint}", o.location)
+            elif o.name in seen:
+                self.error(f"the option {what} is given twice", o.location)
+            elif rule.names != isinstance(o.value, list):
+                kind = "a list of parameter names, as [w1, w2]" if rule.names else "a number"
+                self.error(f"the option {what} takes {kind}", o.location)
+            elif isinstance(o.value, list):
+                for name in o.value:
+                    if name not in params:
+                        close = suggest(name, params)
+                        hint = f"; did you mean '{close}'?" if close else ""
+                        self.error(f"{what} names '{name}', which is not a parameter{hint}",
+                                   o.location)
+                decay = tuple(o.value)
+            else:
+                problem = rule.problem(o.value)
+                if problem is not None:
+                    self.error(f"the option {what} must be {problem}, found {o.value}",
+                               o.location)
+                values[o.name] = o.value
+            seen.add(o.name)
+        if 0 < values.get("total", 0) <= values.get("warmup", 0):
+            self.error(f"the cosine schedule of {d.kind} needs total > warmup (the steps of "
+                       f"warm-up), found total = {values['total']}, warmup = "
+                       f"{values['warmup']}", d.location)
+        return Optimizer(d.kind, values, decay)
 
     def check_loss(self, name: str, value: Expr, where: Location) -> None:
         if name in self.decls:

@@ -33,6 +33,7 @@ from dlvm.ir.types import (
 )
 
 from .checker import Checked, children
+from .optimizers import work_type
 from .syntax import (
     Binary,
     Call,
@@ -498,6 +499,13 @@ class Codegen:
         self.zero = self.number(0)
         self.params = checked.role("param")
         self.after_block = checked.after_block
+        self.optimizer = checked.optimizer
+        self.state_names = state_names(checked)
+        work = work_type(self.dtype)
+        self.state_types: list[Type] = [TensorType(tuple(d.shape), work)
+                                        for _ in self.optimizer.slots for d in self.params]
+        if self.optimizer.counts_steps:
+            self.state_types.append(scalar(work))
 
     def number(self, value: float) -> Value:
         """A scalar constant of the module's type (`1.0: f32`, not `1: f32`)."""
@@ -580,6 +588,8 @@ class Codegen:
             Builder(self.module).declare("loss_grad", grad_type, decl)
         if self.params:
             self.init_function(params_type)
+        if loss is not None and params_type is not None and self.optimizer.has_state:
+            self.state_functions(params_type)
         self.flat_functions(inference, loss, params_type)
         return self.module
 
@@ -645,9 +655,11 @@ class Codegen:
 
     def flat_functions(self, inference: Function, loss: Function | None,
                        params_type: Type | None) -> None:
-        """`@predict(p…, x)` and `@train_step(p…, x, y, lr) -> (p…, loss)`: one SGD step,
-        with the parameters one by one, for a model of one input, one output and one
-        target (the form `dlvm run` trains)."""
+        """`@predict(p…, x)` and `@train_step(p…, state…, x, y, lr) -> (p…, state…, loss)`:
+        one step of the module's optimizer (plain SGD, p − lr·∂loss/∂p, and no state when it
+        declares none), with the parameters one by one, for a model of one input, one output
+        and one target (the form `dlvm run` trains); with optimizer state, `@init_training`
+        too."""
         if params_type is None or len(inference.type_.arguments) != 2 or \
                 isinstance(inference.type_.result, TupleType):
             return
@@ -672,23 +684,76 @@ class Codegen:
         target = next(a for a in loss_args if a.name != x_name)
         grad = self.module.function("loss_grad")
         assert grad is not None
-        fresh = UniqueNames([*p_names, x_name, target.name])
-        fn = b.function("train_step", [*p_types, x_type, target.type, self.scalar],
-                        TupleType((*p_types, self.scalar)),
-                        [*p_names, x_name, target.name, fresh("lr")])
+        names = [*p_names, *self.state_names, x_name, target.name]
+        fresh = UniqueNames(names)
+        n, k = len(p_types), len(self.state_types)
+        fn = b.function("train_step", [*p_types, *self.state_types, x_type, target.type,
+                                       self.scalar],
+                        TupleType((*p_types, *self.state_types, self.scalar)),
+                        [*names, fresh("lr")])
         args = fn.blocks[0].arguments
-        params, x, y, lr = args[:-3], args[-3], args[-2], args[-1]
+        params, state, x, y, lr = args[:n], args[n:n + k], args[-3], args[-2], args[-1]
         packed = b.literal(ir.AggregateLiteral("tuple", tuple(params)), params_type,
                            name=fresh("params"))
         ordered = [x, y] if loss_args[0].name == x_name else [y, x]
         g = b.call(grad, [*ordered, packed], name=fresh("grads"))
         grads = b.extract(g, [0], name=fresh("d_params"))
         value = b.extract(g, [1], name=fresh(self.checked.program.losses[0].name))
-        updated = []
-        for i, (p, name) in enumerate(zip(params, p_names, strict=True)):
-            step = b.multiply(b.extract(grads, [i], name=fresh(f"d_{name}")), lr)
-            updated.append(b.subtract(p, step, name=fresh(f"{name}_next")))
-        b.ret(b.tuple([*updated, value]))
+        d = [b.extract(grads, [i], name=fresh(f"d_{name}")) for i, name in enumerate(p_names)]
+        updated, new_state = self.optimizer.update(b, p_names, params, d, state, lr, fresh)
+        b.ret(b.tuple([*updated, *new_state, value]))
+        if k:
+            self.init_training(p_types, params_type)
+
+    def state_functions(self, params_type: Type) -> None:
+        """`type $<module>_state`, `@init_state() -> $<module>_state` (all zeros, as the
+        optimizer starts) and `@update(params, state, grads, lr) -> (params, state)`: one
+        step of the optimizer, for callers that compute the gradient themselves."""
+        alias = f"{self.checked.program.name}_state"
+        self.module.add_type(AliasDecl(alias, TupleType(tuple(self.state_types))))
+        state_type = NominalType(alias)
+        b = Builder(self.module)
+        b.function("init_state", [], state_type)
+        zeros = [b.literal(0.0, t, name=name)
+                 for t, name in zip(self.state_types, self.state_names, strict=True)]
+        b.ret(b.literal(ir.AggregateLiteral("tuple", tuple(zeros)), state_type))
+        p_names = [d.name for d in self.params]
+        fresh = UniqueNames([*p_names, *self.state_names])
+        arg_names = [fresh("params"), fresh("state"), fresh("grads"), fresh("lr")]
+        fn = b.function("update", [params_type, state_type, params_type, self.scalar],
+                        TupleType((params_type, state_type)), arg_names)
+        packed_p, packed_s, packed_g, lr = fn.blocks[0].arguments
+        params = [b.extract(packed_p, [i], name=name) for i, name in enumerate(p_names)]
+        state = [b.extract(packed_s, [i], name=name)
+                 for i, name in enumerate(self.state_names)]
+        grads = [b.extract(packed_g, [i], name=fresh(f"d_{name}"))
+                 for i, name in enumerate(p_names)]
+        updated, new_state = self.optimizer.update(b, p_names, params, grads, state, lr, fresh)
+        b.ret(b.tuple([
+            b.literal(ir.AggregateLiteral("tuple", tuple(updated)), params_type),
+            b.literal(ir.AggregateLiteral("tuple", tuple(new_state)), state_type)]))
+
+    def init_training(self, p_types: list[TensorType], params_type: Type) -> None:
+        """`@init_training() -> (p…, state…)`: `@init_params` and the optimizer's zero
+        state, one by one: where `dlvm run` starts `@train_step` (`train.init_function`)."""
+        init_params, init_state = self.module.function("init_params"), \
+            self.module.function("init_state")
+        assert init_params is not None and init_state is not None
+        b = Builder(self.module)
+        b.function("init_training", [], TupleType((*p_types, *self.state_types)))
+        p_names = [d.name for d in self.params]
+        fresh = UniqueNames([*p_names, *self.state_names])
+        params = b.call(init_params, [], name=fresh("params"))
+        state = b.call(init_state, [], name=fresh("state"))
+        values = [b.extract(params, [i], name=n) for i, n in enumerate(p_names)]
+        values += [b.extract(state, [i], name=n) for i, n in enumerate(self.state_names)]
+        b.ret(b.tuple(values))
+
+def state_names(checked: Checked) -> list[str]:
+    """The names of the optimizer's state (`w1_m`, …, `step`), none a TEL name."""
+    p = checked.program
+    taken = UniqueNames([d.name for d in p.declarations] + [x.name for x in p.losses])
+    return checked.optimizer.state_names([d.name for d in checked.role("param")], taken)
 
 
 def generate(checked: Checked) -> ir.Module:

@@ -3,7 +3,8 @@
 Precedence, from the tightest: postfix `^T` and `as [shape]`; unary minus; the tensor
 product `.` (also `•`, `⊗`); `*` and `/`; `+` and `-`. Primaries are numbers, names
 (`h[t-1]` in a recurrent block), calls, parentheses and concatenations `[a, b] @axis`.
-Statements need no separator: each starts with a keyword or `name:`.
+Statements need no separator: each starts with a keyword, `name:`, or `optimizer KIND`
+(`optimizer` is a keyword only there, so a tensor may still be called `optimizer`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from .syntax import (
     Loss,
     Name,
     Number,
+    OptimizerDecl,
+    Option,
     Program,
     Recurrent,
     Reshape,
@@ -148,7 +151,7 @@ class Parser:
         """Skip to the next token that can begin a statement."""
         self.pos = max(self.pos, start + 1)
         while self.tok.kind != "end":
-            if self.at("type", "loss", "recurrent", "}") or (
+            if self.at("type", "loss", "recurrent", "}") or self.at_optimizer() or (
                     self.tok.kind == "name" and self.peek().text == ":"):
                 return
             self.pos += 1
@@ -174,8 +177,55 @@ class Parser:
             program.recurrent.append(self.recurrent(program))
         elif self.at("module"):
             raise ParseError("'module' may appear only once, at the start", t.location)
+        elif self.at_optimizer():
+            program.optimizers.append(self.optimizer())
         else:
             program.declarations.append(self.declaration())
+
+    def at_optimizer(self) -> bool:
+        """`optimizer KIND`: the contextual keyword, followed by a name (not by `:`)."""
+        return self.tok.kind == "name" and self.tok.text == "optimizer" and \
+            self.peek().kind == "name"
+
+    def optimizer(self) -> OptimizerDecl:
+        """`optimizer KIND` or `optimizer KIND(option = value, …)`."""
+        self.next()
+        kind = self.name("the optimizer")
+        options: list[Option] = []
+        if self.at("("):
+            self.next()
+            if not self.at(")"):
+                options.append(self.option())
+                while self.at(","):
+                    self.next()
+                    options.append(self.option())
+            self.expect(")", "to close the optimizer's options")
+        return OptimizerDecl(kind.text, options, kind.location)
+
+    def option(self) -> Option:
+        """`name = number` or `name = [param, …]`."""
+        n = self.name("an option's name")
+        self.expect("=", f"after the option '{n.text}'")
+        if self.at("["):
+            self.next()
+            names: list[str] = []
+            if not self.at("]"):
+                names.append(self.name("a parameter's name").text)
+                while self.at(","):
+                    self.next()
+                    names.append(self.name("a parameter's name").text)
+            self.expect("]", "to close the list of names")
+            return Option(n.text, names, n.location)
+        negative = self.at("-")
+        if negative:
+            self.next()
+        t = self.tok
+        if t.kind != "number":
+            raise ParseError(f"expected the value of '{n.text}' (a number or a list of "
+                             f"names), found {_show(t)}", t.location)
+        self.next()
+        value: float | int = int(t.text) if t.text.isdigit() else float(t.text)
+        return Option(n.text, -value if negative else value, n.location)
 
     def declaration(self, recurrent: bool = False) -> Declaration:
         n = self.name("a declaration 'name: role[shape] = value'")

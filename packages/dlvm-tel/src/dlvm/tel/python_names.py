@@ -19,20 +19,21 @@ import keyword
 # there (a parameter attribute named `float` would be the `float` of `-> float`):
 CLASS_SCOPE = frozenset({
     "parameters", "loss", "grad", "step", "save", "load", "_executable", "_packed",
+    "optimizer_state",
     "Array", "Path", "Any", "int", "float", "str", "dict", "tuple", "property",
 })
 # The methods that take the model's inputs as arguments (`__call__`, `loss`, `grad`,
 # `step`): their other arguments, locals, and the globals and builtins they read.
 METHOD_SCOPE = frozenset({
-    "self", "lr", "out", "value", "grads", "g", "key", "attribute", "ATTRIBUTES",
-    "PARAMETERS", "np", "dict", "zip", "float", "getattr", "setattr", "tuple",
+    "self", "lr", "out", "value", "grads", "g", "key", "attribute", "state", "ATTRIBUTES",
+    "PARAMETERS", "STATE", "np", "dict", "zip", "float", "getattr", "setattr", "tuple", "len",
 })
 # The module: its imports, constants and functions, and the builtins its code reads (the
 # class is defined among them).
 MODULE_SCOPE = frozenset({
     "annotations", "Path", "Any", "ir", "files", "np", "npt", "Array", "IR", "PARAMETERS",
-    "ATTRIBUTES", "checked", "ValueError", "Exception", "isinstance", "property", "int",
-    "float", "str", "dict", "tuple", "zip", "getattr", "setattr",
+    "ATTRIBUTES", "STATE", "checked", "ValueError", "Exception", "isinstance", "property",
+    "int", "float", "str", "dict", "tuple", "zip", "getattr", "setattr", "len",
 })
 MEMBER_NAMES = CLASS_SCOPE | METHOD_SCOPE  # what a parameter or an input may not be called
 

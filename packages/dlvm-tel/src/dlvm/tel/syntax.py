@@ -102,6 +102,24 @@ class Loss:
 
 
 @dataclass
+class Option:
+    """`name = value` in an optimizer declaration: a number, or a list of names."""
+
+    name: str
+    value: float | int | list[str]
+    location: Location
+
+
+@dataclass
+class OptimizerDecl:
+    """`optimizer adamw(option = value, …)`: how `@train_step` updates the parameters."""
+
+    kind: str
+    options: list[Option]
+    location: Location
+
+
+@dataclass
 class Program:
     name: str
     location: Location
@@ -110,6 +128,7 @@ class Program:
     declarations: list[Declaration] = field(default_factory=list)  # in file order, all
     losses: list[Loss] = field(default_factory=list)
     recurrent: list[Recurrent] = field(default_factory=list)
+    optimizers: list[OptimizerDecl] = field(default_factory=list)
 
     _index: dict[str, Declaration] = field(default_factory=dict, repr=False)
     _indexed: int = field(default=0, repr=False)
