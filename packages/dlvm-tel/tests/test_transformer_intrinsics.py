@@ -312,6 +312,25 @@ def test_a_one_block_causal_language_model_trains_with_the_right_gradient() -> N
     check_gradient(module, "loss", "loss_grad", [tokens, positions, target, p])
 
 
+def test_the_language_model_learns_a_sequence_with_adamw() -> None:
+    """The model's gradient and its AdamW update (`@update`, warm-up then cosine decay): a
+    repeating sequence is learned, the loss falling to a fifth of its start in 60 steps."""
+    text = TINY_GPT + "optimizer adamw(warmup = 5, total = 60, decay = [wq, wk, wv])\n"
+    exe = ir.compile(tel.compile(text, "gpt.tel"), "interp")
+    p, state = exe.call("init_params"), exe.call("init_state")
+    tokens = np.array([[0.0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 0], [3, 4, 0, 1]])
+    target = np.eye(5)[(tokens.astype(np.int64) + 1) % 5]
+    positions = np.arange(4.0)
+    losses = []
+    for _ in range(60):
+        *grads, loss = exe.call("loss_grad", tokens, positions, target, p)
+        out = exe.call("update", p, state, tuple(grads), np.float64(0.05))
+        p, state = out[:5], out[5:]
+        losses.append(float(loss))
+    assert losses[-1] < 0.2 * losses[0]
+    assert float(state[-1]) == 60.0
+
+
 # ---------------------------------------------------------------- the checker
 
 
