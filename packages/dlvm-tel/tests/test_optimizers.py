@@ -43,9 +43,12 @@ CASES = {
     "sgd_momentum": "optimizer sgd(momentum = 0.9, warmup = 3)",
     "sgd_cosine": "optimizer sgd(total = 4)",
     "sgd": "optimizer sgd",
+    "adamw_clip": "optimizer adamw(clip = 0.5)",
+    "sgd_clip": "optimizer sgd(clip = 0.5)",
 }
 SLOTS = {"adamw": ("m", "v"), "adamw_all": ("m", "v"), "adam": ("m", "v"),
-         "sgd_momentum": ("velocity",), "sgd_cosine": (), "sgd": ()}
+         "sgd_momentum": ("velocity",), "sgd_cosine": (), "sgd": (), "adamw_clip": ("m", "v"),
+         "sgd_clip": ()}
 
 
 def reference() -> dict[str, np.ndarray]:
@@ -90,10 +93,20 @@ def test_six_steps_match_pytorch(case: str) -> None:
         for i, name in enumerate(NAMES):
             np.testing.assert_allclose(state[k * len(NAMES) + i], ref[f"{case}_{name}_{slot}"],
                                        rtol=1e-10, atol=1e-14, err_msg=f"{name}_{slot}")
-    counts = case not in ("sgd", "sgd_momentum") or "warmup" in CASES[case]
+    counts = case.startswith("adam") or "warmup" in CASES[case] or "total" in CASES[case]
     assert len(state) == len(slots) * len(NAMES) + counts
     if counts:
         assert float(state[-1]) == 6.0  # the step count
+
+
+def test_clipping_scales_the_gradients_to_the_largest_norm_when_they_exceed_it() -> None:
+    """The fixture's gradient norms straddle the bound: most steps are clipped, the last
+    (0.48 < 0.5) is not; both agree with `torch.nn.utils.clip_grad_norm_`."""
+    ref = reference()
+    norms = [float(ref[f"adamw_clip_norm{t}"]) for t in range(1, 7)]
+    assert max(norms) > 0.5 > norms[-1]
+    clipped, plain = train(CASES["sgd_clip"])[0], train(CASES["sgd"])[0]
+    assert not np.allclose(clipped[0], plain[0])
 
 
 def test_without_a_declaration_the_step_is_plain_sgd() -> None:
@@ -209,9 +222,10 @@ def problems(declaration: str, model: str = MODEL) -> list[str]:
     ("optimizer adamx", "11: unknown optimizer 'adamx' (one of sgd, adam, adamw); did you "
                         "mean 'adamw'?"),
     ("optimizer adam(beta = 0.9)", "16: adam has no option 'beta' (its options: beta1, beta2, "
-                                   "eps, warmup, total); did you mean 'beta1'?"),
+                                   "eps, warmup, total, clip); did you mean 'beta1'?"),
     ("optimizer adam(beta1 = 1)", "16: the option 'beta1' of adam must be in [0, 1), found 1"),
     ("optimizer adam(eps = 0)", "16: the option 'eps' of adam must be above 0, found 0"),
+    ("optimizer sgd(clip = 0)", "15: the option 'clip' of sgd must be above 0, found 0"),
     ("optimizer sgd(momentum = -0.5)", "15: the option 'momentum' of sgd must be in [0, 1), "
                                        "found -0.5"),
     ("optimizer sgd(warmup = 2.5)", "15: the option 'warmup' of sgd must be an integer, "

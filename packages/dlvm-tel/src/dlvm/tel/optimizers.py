@@ -46,9 +46,10 @@ class OptionRule:
         return None
 
 
-_SCHEDULE = {
+_EVERY = {  # every optimizer's: the schedule and clipping
     "warmup": OptionRule(0, integer=True),  # steps of linear warm-up
     "total": OptionRule(0, integer=True),  # the cosine reaches 0 here (0: no decay)
+    "clip": OptionRule(None, low_open=True),  # the gradients' largest global L2 norm
 }
 _MOMENTS = {
     "beta1": OptionRule(0.9, high=1.0, high_open=True),
@@ -56,10 +57,10 @@ _MOMENTS = {
     "eps": OptionRule(1e-8, low_open=True),
 }
 OPTIMIZERS: dict[str, dict[str, OptionRule]] = {
-    "sgd": {"momentum": OptionRule(0.0, high=1.0, high_open=True), **_SCHEDULE},
-    "adam": {**_MOMENTS, **_SCHEDULE},
+    "sgd": {"momentum": OptionRule(0.0, high=1.0, high_open=True), **_EVERY},
+    "adam": {**_MOMENTS, **_EVERY},
     "adamw": {**_MOMENTS, "weight_decay": OptionRule(0.01), "decay": OptionRule(None, names=True),
-              **_SCHEDULE},
+              **_EVERY},
 }
 
 
@@ -133,6 +134,8 @@ class Optimizer:
         work = work_type(dtype)
         c = _numbers(work)
         lr = _cast(b, lr, work)
+        if "clip" in self.values:
+            grads = self.clipped(b, [_cast(b, g, work) for g in grads], fresh)
         n = len(params)
         slots = [list(state[k * n:(k + 1) * n]) for k in range(len(self.slots))]
         new_state: list[list[Value]] = [[] for _ in self.slots]
@@ -188,6 +191,23 @@ class Optimizer:
         c1, root_c2 = corrections
         denominator = b.add(b.divide(b.sqrt(v_next), root_c2), c(float(self.values["eps"])))
         return m_next, v_next, b.divide(b.divide(m_next, c1), denominator)
+
+    def clipped(self, b: Builder, grads: Sequence[Value], fresh: Callable[[str], str]
+                ) -> list[Value]:
+        """The gradients scaled by min(1, clip/(‖g‖ + 10⁻⁶)), ‖g‖ the L2 norm of all of them
+        together (`torch.nn.utils.clip_grad_norm_`)."""
+        c = _numbers(_tensor_dtype(grads[0]))
+        total: Value | None = None
+        for g in grads:
+            square = b.square(g)
+            scalar = isinstance(g.type, TensorType) and g.type.rank == 0
+            part = square if scalar else b.reduce(square, "add", c(0.0))
+            total = part if total is None else b.add(total, part)
+        assert total is not None
+        norm = b.sqrt(total, name=fresh("grad_norm"))
+        factor = b.min(b.divide(c(float(self.values["clip"])), b.add(norm, c(1e-6))), c(1.0),
+                       name=fresh("clip_factor"))
+        return [b.multiply(g, factor) for g in grads]
 
     def decays(self, name: str) -> bool:
         if self.kind != "adamw" or not self.values["weight_decay"]:
