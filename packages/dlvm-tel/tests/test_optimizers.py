@@ -158,28 +158,33 @@ def test_update_is_the_step_for_a_gradient_computed_elsewhere() -> None:
         np.testing.assert_allclose(value, ref[f"adamw_{name}"], rtol=1e-10, atol=1e-12)
 
 
-def test_the_generated_class_steps_with_the_declared_optimizer(tmp_path: Path) -> None:
-    text = MODEL + CASES["adamw"] + "\n"
+@pytest.mark.parametrize("case", ["adamw", "sgd_clip"])
+def test_the_generated_class_steps_with_the_declared_optimizer(case: str, tmp_path: Path
+                                                               ) -> None:
+    """Through `@update`: with AdamW's state, and for clipped SGD, which keeps none."""
+    text = MODEL + CASES[case] + "\n"
     path = tmp_path / "m_api.py"
     path.write_text(render(tel.check(tel.parse(text, "m.tel")), "m.tel"), encoding="utf-8")
     spec = importlib.util.spec_from_file_location("m_api", path)
     assert spec is not None and spec.loader is not None
     api = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(api)
-    assert "Optimizer: adamw(beta1 = 0.8" in " ".join(api.M.__doc__.split())
+    kind = CASES[case].split()[1].split("(")[0]
+    assert f"Optimizer: {kind}(" in " ".join(api.M.__doc__.split())
     model = api.M(target="interp")
     ref = reference()
     for name in NAMES:
         setattr(model, name, ref[name])
-    assert list(model.optimizer_state) == [f"{n}_{s}" for s in "mv" for n in NAMES] + ["step"]
+    names = [f"{n}_{s}" for s in SLOTS[case] for n in NAMES]
+    assert list(model.optimizer_state) == names + (["step"] if case == "adamw" else [])
     losses = [model.step(ref["x"][t], ref["target"][t], 0.05) for t in range(6)]
-    np.testing.assert_allclose(losses, ref["adamw_losses"], rtol=1e-12)
+    np.testing.assert_allclose(losses, ref[f"{case}_losses"], rtol=1e-12)
     for name in NAMES:
-        np.testing.assert_allclose(model.parameters[name], ref[f"adamw_{name}"], rtol=1e-10,
+        np.testing.assert_allclose(model.parameters[name], ref[f"{case}_{name}"], rtol=1e-10,
                                    atol=1e-12)
-        np.testing.assert_allclose(model.optimizer_state[f"{name}_v"], ref[f"adamw_{name}_v"],
+    for key in names:
+        np.testing.assert_allclose(model.optimizer_state[key], ref[f"{case}_{key}"],
                                    rtol=1e-10, atol=1e-14)
-    assert float(model.optimizer_state["step"]) == 6.0
 
 
 def test_f16_parameters_keep_the_state_and_do_the_arithmetic_in_f32() -> None:

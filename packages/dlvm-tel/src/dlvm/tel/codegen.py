@@ -588,7 +588,7 @@ class Codegen:
             Builder(self.module).declare("loss_grad", grad_type, decl)
         if self.params:
             self.init_function(params_type)
-        if loss is not None and params_type is not None and self.optimizer.has_state:
+        if loss is not None and params_type is not None and not self.optimizer.plain:
             self.state_functions(params_type)
         self.flat_functions(inference, loss, params_type)
         return self.module

@@ -99,6 +99,11 @@ class Optimizer:
     def has_state(self) -> bool:
         return bool(self.slots) or self.counts_steps
 
+    @property
+    def plain(self) -> bool:
+        """Plain SGD, p − lr·g: no state, no clipping (a module without a declaration)."""
+        return not self.has_state and "clip" not in self.values
+
     def state_names(self, params: Sequence[str], fresh: Callable[[str], str]) -> list[str]:
         """The state's names: each slot for every parameter (`w1_m`, `w2_m`, …, `w1_v`, …),
         then the step count, `step`; `fresh` makes each unique."""
