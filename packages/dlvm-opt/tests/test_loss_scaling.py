@@ -10,12 +10,9 @@ import pytest
 import dlvm.ir as ir
 from dlvm.ir.types import BOOL, F32, TensorType
 
-MODULE = """module "m"
-stage raw
-
-func @loss: (<6 x 3 x f32>, <3 x f32>, <_ x 6 x f32>, <_ x 3 x f32>) -> f32 {
-'entry(%w: <6 x 3 x f32>, %b: <3 x f32>, %x: <_ x 6 x f32>, %y: <_ x 3 x f32>):
-    %s0 = dot %x: <_ x 6 x f32>, %w: <6 x 3 x f32>
+# a linear model's squared error and the SGD update after its gradient, shared by MODULE
+# (the parameters as two arguments) and PACKED (as one tuple)
+LOSS_BODY = """    %s0 = dot %x: <_ x 6 x f32>, %w: <6 x 3 x f32>
     %bp = padShape %b: <3 x f32> at 0
     %s = add %s0: <_ x 3 x f32>, %bp: <1 x 3 x f32>
     %d = subtract %s: <_ x 3 x f32>, %y: <_ x 3 x f32>
@@ -24,7 +21,22 @@ func @loss: (<6 x 3 x f32>, <3 x f32>, <_ x 6 x f32>, <_ x 3 x f32>) -> f32 {
     %r = multiply %total: f32, 0.001: f32
     return %r: f32
 }
+"""
+STEP_TAIL = """    %sw = multiply %dw: <6 x 3 x f32>, %lr: f32
+    %sb = multiply %db: <3 x f32>, %lr: f32
+    %wn = subtract %w: <6 x 3 x f32>, %sw: <6 x 3 x f32>
+    %bn = subtract %b: <3 x f32>, %sb: <3 x f32>
+    %r = literal (%wn: <6 x 3 x f32>, %bn: <3 x f32>, %l: f32): (<6 x 3 x f32>, <3 x f32>, f32)
+    return %r: (<6 x 3 x f32>, <3 x f32>, f32)
+}
+"""
 
+MODULE = """module "m"
+stage raw
+
+func @loss: (<6 x 3 x f32>, <3 x f32>, <_ x 6 x f32>, <_ x 3 x f32>) -> f32 {
+'entry(%w: <6 x 3 x f32>, %b: <3 x f32>, %x: <_ x 6 x f32>, %y: <_ x 3 x f32>):
+""" + LOSS_BODY + """
 [gradient @loss wrt 0, 1 keeping 0]
 func @dloss: (<6 x 3 x f32>, <3 x f32>, <_ x 6 x f32>, <_ x 3 x f32>) -> (<6 x 3 x f32>, <3 x f32>, f32)
 
@@ -34,14 +46,7 @@ func @train_step: (<6 x 3 x f32>, <3 x f32>, <_ x 6 x f32>, <_ x 3 x f32>, f32) 
     %dw = extract 0 from %g: (<6 x 3 x f32>, <3 x f32>, f32)
     %db = extract 1 from %g: (<6 x 3 x f32>, <3 x f32>, f32)
     %l = extract 2 from %g: (<6 x 3 x f32>, <3 x f32>, f32)
-    %sw = multiply %dw: <6 x 3 x f32>, %lr: f32
-    %sb = multiply %db: <3 x f32>, %lr: f32
-    %wn = subtract %w: <6 x 3 x f32>, %sw: <6 x 3 x f32>
-    %bn = subtract %b: <3 x f32>, %sb: <3 x f32>
-    %r = literal (%wn: <6 x 3 x f32>, %bn: <3 x f32>, %l: f32): (<6 x 3 x f32>, <3 x f32>, f32)
-    return %r: (<6 x 3 x f32>, <3 x f32>, f32)
-}
-"""
+""" + STEP_TAIL
 
 F16_SCALED = "mixed-precision{dtype=f16},loss-scaling{function=train_step}"
 
@@ -160,16 +165,7 @@ func @loss: ($p, <_ x 6 x f32>, <_ x 3 x f32>) -> f32 {
 'entry(%p: $p, %x: <_ x 6 x f32>, %y: <_ x 3 x f32>):
     %w = extract 0 from %p: $p
     %b = extract 1 from %p: $p
-    %s0 = dot %x: <_ x 6 x f32>, %w: <6 x 3 x f32>
-    %bp = padShape %b: <3 x f32> at 0
-    %s = add %s0: <_ x 3 x f32>, %bp: <1 x 3 x f32>
-    %d = subtract %s: <_ x 3 x f32>, %y: <_ x 3 x f32>
-    %q = multiply %d: <_ x 3 x f32>, %d: <_ x 3 x f32>
-    %total = reduce %q: <_ x 3 x f32> by add init 0.0: f32
-    %r = multiply %total: f32, 0.001: f32
-    return %r: f32
-}
-
+""" + LOSS_BODY + """
 [gradient @loss wrt 0 keeping 0]
 func @dloss: ($p, <_ x 6 x f32>, <_ x 3 x f32>) -> ($p, f32)
 
@@ -181,14 +177,7 @@ func @train_step: (<6 x 3 x f32>, <3 x f32>, <_ x 6 x f32>, <_ x 3 x f32>, f32) 
     %l = extract 1 from %g: ($p, f32)
     %dw = extract 0 from %dp: $p
     %db = extract 1 from %dp: $p
-    %sw = multiply %dw: <6 x 3 x f32>, %lr: f32
-    %sb = multiply %db: <3 x f32>, %lr: f32
-    %wn = subtract %w: <6 x 3 x f32>, %sw: <6 x 3 x f32>
-    %bn = subtract %b: <3 x f32>, %sb: <3 x f32>
-    %r = literal (%wn: <6 x 3 x f32>, %bn: <3 x f32>, %l: f32): (<6 x 3 x f32>, <3 x f32>, f32)
-    return %r: (<6 x 3 x f32>, <3 x f32>, f32)
-}
-"""
+""" + STEP_TAIL
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered")

@@ -108,8 +108,8 @@ def render(checked: Checked, source: str) -> str:
     if loss_fn is not None:
         loss_ins = [a.name or f"arg{i}" for i, a in enumerate(loss_fn.blocks[0].arguments)][:-1]
     decl = {d.name: d for d in c.program.declarations}
-    stateful = loss_fn is not None and module.function("update") is not None  # not plain SGD
-    state = state_names(c) if stateful else []
+    by_update = loss_fn is not None and not c.optimizer.plain  # by @update, not numpy's SGD
+    state = state_names(c) if by_update else []
     dtype = NUMPY_DTYPES[c.dtype]
     lines: list[str] = []
     add = lines.append
@@ -142,7 +142,7 @@ def render(checked: Checked, source: str) -> str:
     for d in params:
         add(_long(f"    {d.name!r}: {py[d.name]!r},"))
     add("}")
-    if stateful:
+    if by_update:
         add("# the optimizer's state, in the order of @update's (each zero at the start)")
         add("STATE: tuple[str, ...] = (" + ("" if state else ")"))
         if state:
@@ -173,7 +173,7 @@ def render(checked: Checked, source: str) -> str:
     add("")
     for d in params:
         add(_long(f"    {py[d.name]}: Array"))
-    if stateful:
+    if by_update:
         add("    optimizer_state: dict[str, Array]")
     add("")
     add("    def __init__(self, seed: int = 0, target: str | None = None) -> None:")
@@ -188,7 +188,7 @@ def render(checked: Checked, source: str) -> str:
         add("        for (key, shape), value in zip(PARAMETERS.items(), values, strict=True):")
         add(f"            setattr(self, ATTRIBUTES[key], np.asarray(value, dtype=np.{dtype})"
             ".reshape(shape))")
-    if stateful:
+    if by_update:
         add('        zeros = self._executable.call("init_state")')
         add("        self.optimizer_state = dict(zip(STATE, zeros, strict=True))")
     add("")
@@ -225,7 +225,7 @@ def render(checked: Checked, source: str) -> str:
         add("        return dict(zip(PARAMETERS, grads, strict=True))")
         add("")
         lines += _call("def step", [*lsig, "lr: float"], " -> float:", "    ")
-        if stateful:
+        if by_update:
             lines += _docstring(f"One step of {_optimizer(c)} at the base rate `lr`: the "
                                 "parameters and `optimizer_state` updated; returns the loss "
                                 "before it.", "        ")
@@ -234,7 +234,7 @@ def render(checked: Checked, source: str) -> str:
                 'loss before it."""')
         lines += _call("*grads, value = self._executable.call", ['"loss_grad"', *largs], "",
                        "        ")
-        if stateful:
+        if by_update:
             add("        state = tuple(self.optimizer_state.values())")
             add('        out = self._executable.call("update", self._packed(), state, '
                 'tuple(grads),')

@@ -14,7 +14,7 @@ from dlvm.ir import Diagnostic, DiagnosticError, Location
 
 from .intrinsics import INITIALIZERS, TABLE
 from .limits import constant_problem, shape_problem
-from .optimizers import OPTIMIZERS, Optimizer
+from .optimizers import OPTIMIZERS, Optimizer, OptionRule, defaults
 from .syntax import (
     Binary,
     Call,
@@ -24,6 +24,7 @@ from .syntax import (
     Name,
     Number,
     OptimizerDecl,
+    Option,
     Program,
     Recurrent,
     Reshape,
@@ -287,48 +288,51 @@ class Checker:
                        d.location)
         rules = OPTIMIZERS.get(d.kind)
         if rules is None:
-            close = suggest(d.kind, list(OPTIMIZERS))
-            hint = f"; did you mean '{close}'?" if close else ""
-            self.error(f"unknown optimizer '{d.kind}' (one of {', '.join(OPTIMIZERS)}){hint}",
-                       d.location)
+            self.error(f"unknown optimizer '{d.kind}' (one of {', '.join(OPTIMIZERS)})"
+                       f"{did_you_mean(d.kind, list(OPTIMIZERS))}", d.location)
             return Optimizer.default()
-        values = {k: r.default for k, r in rules.items() if r.default is not None}
+        values = defaults(d.kind)
         decay: tuple[str, ...] | None = None
-        params = [x.name for x in self.program.declarations if x.role == "param"]
         seen: set[str] = set()
         for o in d.options:
             rule = rules.get(o.name)
-            what = f"'{o.name}' of {d.kind}"
             if rule is None:
-                close = suggest(o.name, list(rules))
-                hint = f"; did you mean '{close}'?" if close else ""
                 self.error(f"{d.kind} has no option '{o.name}' (its options: "
-                           f"{', '.join(rules)}){hint}", o.location)
+                           f"{', '.join(rules)}){did_you_mean(o.name, list(rules))}",
+                           o.location)
             elif o.name in seen:
-                self.error(f"the option {what} is given twice", o.location)
-            elif rule.names != isinstance(o.value, list):
-                kind = "a list of parameter names, as [w1, w2]" if rule.names else "a number"
-                self.error(f"the option {what} takes {kind}", o.location)
-            elif isinstance(o.value, list):
-                for name in o.value:
-                    if name not in params:
-                        close = suggest(name, params)
-                        hint = f"; did you mean '{close}'?" if close else ""
-                        self.error(f"{what} names '{name}', which is not a parameter{hint}",
-                                   o.location)
-                decay = tuple(o.value)
-            else:
-                problem = rule.problem(o.value)
-                if problem is not None:
-                    self.error(f"the option {what} must be {problem}, found {o.value}",
-                               o.location)
-                values[o.name] = o.value
+                self.error(f"the option '{o.name}' of {d.kind} is given twice", o.location)
+            elif self.check_option(d.kind, o, rule):
+                if isinstance(o.value, list):
+                    decay = tuple(o.value)
+                else:
+                    values[o.name] = o.value
             seen.add(o.name)
         if 0 < values.get("total", 0) <= values.get("warmup", 0):
             self.error(f"the cosine schedule of {d.kind} needs total > warmup (the steps of "
                        f"warm-up), found total = {values['total']}, warmup = "
                        f"{values['warmup']}", d.location)
         return Optimizer(d.kind, values, decay)
+
+    def check_option(self, kind: str, o: Option, rule: OptionRule) -> bool:
+        """Whether `o`'s value is of the kind `rule` takes (a number, or parameter names);
+        a number out of range, or a name that is no parameter, is reported but kept."""
+        what = f"'{o.name}' of {kind}"
+        if rule.names != isinstance(o.value, list):
+            takes = "a list of parameter names, as [w1, w2]" if rule.names else "a number"
+            self.error(f"the option {what} takes {takes}", o.location)
+            return False
+        if isinstance(o.value, list):
+            params = [x.name for x in self.program.declarations if x.role == "param"]
+            for name in o.value:
+                if name not in params:
+                    self.error(f"{what} names '{name}', which is not a parameter"
+                               f"{did_you_mean(name, params)}", o.location)
+            return True
+        problem = rule.problem(o.value)
+        if problem is not None:
+            self.error(f"the option {what} must be {problem}, found {o.value}", o.location)
+        return True
 
     def check_loss(self, name: str, value: Expr, where: Location) -> None:
         if name in self.decls:
@@ -582,8 +586,7 @@ class Checker:
             if e.function in INITIALIZERS:
                 raise ShapeError(f"'{e.function}' is a parameter initializer, not a function "
                                  "of values", e.location)
-            hint = suggest(e.function, list(TABLE))
-            more = f"; did you mean '{hint}'?" if hint else ""
+            more = did_you_mean(e.function, list(TABLE))
             raise ShapeError(f"unknown function '{e.function}'{more}", e.location)
         if len(e.args) != f.arity:
             raise ShapeError(f"'{f.name}' takes {f.arity} argument{'s' * (f.arity > 1)}, "
@@ -690,6 +693,12 @@ def suggest(name: str, candidates: list[str]) -> str | None:
     if scored and scored[0][0] <= max(1, len(name) // 3):
         return scored[0][2]
     return None
+
+
+def did_you_mean(name: str, candidates: list[str]) -> str:
+    """`; did you mean 'X'?` for the closest candidate (see `suggest`), or nothing."""
+    close = suggest(name, candidates)
+    return f"; did you mean '{close}'?" if close else ""
 
 
 def late_values(block: Recurrent | None, ordered: list[Declaration]) -> set[str]:

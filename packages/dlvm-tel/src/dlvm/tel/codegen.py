@@ -15,6 +15,7 @@ that does not divide) names the TEL file, line and column.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import dlvm.ir as ir
@@ -499,6 +500,7 @@ class Codegen:
         self.zero = self.number(0)
         self.params = checked.role("param")
         self.after_block = checked.after_block
+        self.param_names = [d.name for d in self.params]
         self.optimizer = checked.optimizer
         self.state_names = state_names(checked)
         work = work_type(self.dtype)
@@ -625,7 +627,7 @@ class Codegen:
             b.location = d.location
             values.append(self.initial_value(b, d))
         b.location = self.checked.program.location
-        b.ret(b.literal(ir.AggregateLiteral("tuple", tuple(values)), params_type))
+        b.ret(packed(b, values, params_type))
 
     def initial_value(self, b: Builder, d: Declaration) -> Value:
         t = self.tensor(d.shape)
@@ -664,18 +666,16 @@ class Codegen:
                 isinstance(inference.type_.result, TupleType):
             return
         p_types = [self.tensor(d.shape) for d in self.params]
-        p_names = [d.name for d in self.params]
         x_type = inference.type_.arguments[0]
         x_name = inference.blocks[0].arguments[0].name
         b = Builder(self.module)
         fn = b.function("predict", [*p_types, x_type], inference.type_.result,
-                        [*p_names, x_name])
-        fresh = UniqueNames([*p_names, x_name])
+                        [*self.param_names, x_name])
+        fresh = UniqueNames([*self.param_names, x_name])
         args = fn.blocks[0].arguments
-        packed = b.literal(ir.AggregateLiteral("tuple", tuple(args[:-1])), params_type,
-                           name=fresh("params"))
+        params_tuple = packed(b, args[:-1], params_type, fresh("params"))
         out = self.checked.role("out")[0].name
-        b.ret(b.call(inference, [args[-1], packed], name=fresh(out)))
+        b.ret(b.call(inference, [args[-1], params_tuple], name=fresh(out)))
         if loss is None or len(loss.type_.arguments) != 3:
             return
         loss_args = loss.blocks[0].arguments[:2]
@@ -684,7 +684,7 @@ class Codegen:
         target = next(a for a in loss_args if a.name != x_name)
         grad = self.module.function("loss_grad")
         assert grad is not None
-        names = [*p_names, *self.state_names, x_name, target.name]
+        names = [*self.param_names, *self.state_names, x_name, target.name]
         fresh = UniqueNames(names)
         n, k = len(p_types), len(self.state_types)
         fn = b.function("train_step", [*p_types, *self.state_types, x_type, target.type,
@@ -693,17 +693,17 @@ class Codegen:
                         [*names, fresh("lr")])
         args = fn.blocks[0].arguments
         params, state, x, y, lr = args[:n], args[n:n + k], args[-3], args[-2], args[-1]
-        packed = b.literal(ir.AggregateLiteral("tuple", tuple(params)), params_type,
-                           name=fresh("params"))
+        params_tuple = packed(b, params, params_type, fresh("params"))
         ordered = [x, y] if loss_args[0].name == x_name else [y, x]
-        g = b.call(grad, [*ordered, packed], name=fresh("grads"))
+        g = b.call(grad, [*ordered, params_tuple], name=fresh("grads"))
         grads = b.extract(g, [0], name=fresh("d_params"))
         value = b.extract(g, [1], name=fresh(self.checked.program.losses[0].name))
-        d = [b.extract(grads, [i], name=fresh(f"d_{name}")) for i, name in enumerate(p_names)]
-        updated, new_state = self.optimizer.update(b, p_names, params, d, state, lr, fresh)
+        d = unpacked(b, grads, [fresh(f"d_{name}") for name in self.param_names])
+        updated, new_state = self.optimizer.update(b, self.param_names, params, d, state, lr,
+                                                   fresh)
         b.ret(b.tuple([*updated, *new_state, value]))
         if k:
-            self.init_training(p_types, params_type)
+            self.init_training(p_types)
 
     def state_functions(self, params_type: Type) -> None:
         """`type $<module>_state`, `@init_state() -> $<module>_state` (all zeros, as the
@@ -716,24 +716,20 @@ class Codegen:
         b.function("init_state", [], state_type)
         zeros = [b.literal(0.0, t, name=name)
                  for t, name in zip(self.state_types, self.state_names, strict=True)]
-        b.ret(b.literal(ir.AggregateLiteral("tuple", tuple(zeros)), state_type))
-        p_names = [d.name for d in self.params]
-        fresh = UniqueNames([*p_names, *self.state_names])
+        b.ret(packed(b, zeros, state_type))
+        fresh = UniqueNames([*self.param_names, *self.state_names])
         arg_names = [fresh("params"), fresh("state"), fresh("grads"), fresh("lr")]
         fn = b.function("update", [params_type, state_type, params_type, self.scalar],
                         TupleType((params_type, state_type)), arg_names)
-        packed_p, packed_s, packed_g, lr = fn.blocks[0].arguments
-        params = [b.extract(packed_p, [i], name=name) for i, name in enumerate(p_names)]
-        state = [b.extract(packed_s, [i], name=name)
-                 for i, name in enumerate(self.state_names)]
-        grads = [b.extract(packed_g, [i], name=fresh(f"d_{name}"))
-                 for i, name in enumerate(p_names)]
-        updated, new_state = self.optimizer.update(b, p_names, params, grads, state, lr, fresh)
-        b.ret(b.tuple([
-            b.literal(ir.AggregateLiteral("tuple", tuple(updated)), params_type),
-            b.literal(ir.AggregateLiteral("tuple", tuple(new_state)), state_type)]))
+        params_tuple, state_tuple, grads_tuple, lr = fn.blocks[0].arguments
+        params = unpacked(b, params_tuple, self.param_names)
+        state = unpacked(b, state_tuple, self.state_names)
+        grads = unpacked(b, grads_tuple, [fresh(f"d_{name}") for name in self.param_names])
+        updated, new_state = self.optimizer.update(b, self.param_names, params, grads, state,
+                                                   lr, fresh)
+        b.ret(b.tuple([packed(b, updated, params_type), packed(b, new_state, state_type)]))
 
-    def init_training(self, p_types: list[TensorType], params_type: Type) -> None:
+    def init_training(self, p_types: list[TensorType]) -> None:
         """`@init_training() -> (p…, state…)`: `@init_params` and the optimizer's zero
         state, one by one: where `dlvm run` starts `@train_step` (`train.init_function`)."""
         init_params, init_state = self.module.function("init_params"), \
@@ -741,13 +737,23 @@ class Codegen:
         assert init_params is not None and init_state is not None
         b = Builder(self.module)
         b.function("init_training", [], TupleType((*p_types, *self.state_types)))
-        p_names = [d.name for d in self.params]
-        fresh = UniqueNames([*p_names, *self.state_names])
+        fresh = UniqueNames([*self.param_names, *self.state_names])
         params = b.call(init_params, [], name=fresh("params"))
         state = b.call(init_state, [], name=fresh("state"))
-        values = [b.extract(params, [i], name=n) for i, n in enumerate(p_names)]
-        values += [b.extract(state, [i], name=n) for i, n in enumerate(self.state_names)]
-        b.ret(b.tuple(values))
+        b.ret(b.tuple([*unpacked(b, params, self.param_names),
+                       *unpacked(b, state, self.state_names)]))
+
+
+def packed(b: Builder, values: Sequence[Value], type_: Type, name: str | None = None
+           ) -> Value:
+    """`values` as one tuple of the (aliased) tuple type `type_`."""
+    return b.literal(ir.AggregateLiteral("tuple", tuple(values)), type_, name=name)
+
+
+def unpacked(b: Builder, value: Value, names: list[str]) -> list[Value]:
+    """The elements of the tuple `value`, each extracted under its name."""
+    return [b.extract(value, [i], name=name) for i, name in enumerate(names)]
+
 
 def state_names(checked: Checked) -> list[str]:
     """The names of the optimizer's state (`w1_m`, …, `step`), none a TEL name."""

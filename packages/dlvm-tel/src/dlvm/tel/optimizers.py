@@ -64,6 +64,11 @@ OPTIMIZERS: dict[str, dict[str, OptionRule]] = {
 }
 
 
+def defaults(kind: str) -> dict[str, Number]:
+    """The numeric options of `kind` that have a default, at it."""
+    return {k: r.default for k, r in OPTIMIZERS[kind].items() if r.default is not None}
+
+
 @dataclass(frozen=True)
 class Optimizer:
     """A checked declaration: every option's value (defaults filled in) and, for AdamW, the
@@ -76,8 +81,7 @@ class Optimizer:
     @staticmethod
     def default() -> Optimizer:
         """Plain SGD, what a module without an `optimizer` declaration trains with."""
-        return Optimizer("sgd", {k: r.default for k, r in OPTIMIZERS["sgd"].items()
-                                 if r.default is not None})
+        return Optimizer("sgd", defaults("sgd"))
 
     @property
     def slots(self) -> tuple[str, ...]:

@@ -10,7 +10,9 @@ Statements need no separator: each starts with a keyword, `name:`, or `optimizer
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from dlvm.ir import Diagnostic, DiagnosticError, Location, Source
 
@@ -39,6 +41,7 @@ _SHAPE = re.compile(r"\s*(\d+|_|\?)(\s*[x×]\s*(\d+|_|\?))*\s*")
 DTYPES = ("int8", "int16", "int32", "int64", "float16", "float32", "float64")
 KEYWORDS = ("module", "type", "loss", "recurrent", "as")
 PRODUCT = (".", "•", "⊗")
+T = TypeVar("T")
 
 _TOKEN = re.compile(r"""
     (?P<space>[ \t\r\n]+|//[^\n]*|\#[^\n]*)
@@ -122,6 +125,16 @@ class Parser:
             raise ParseError(f"expected {what}, found {_show(t)}", t.location)
         return self.next()
 
+    def listed(self, item: Callable[[], T], close: str) -> list[T]:
+        """`item, item, …` up to `close` (not read), or nothing when `close` comes first."""
+        if self.at(close):
+            return []
+        items = [item()]
+        while self.at(","):
+            self.next()
+            items.append(item())
+        return items
+
     def integer(self, what: str) -> int:
         t = self.tok
         if t.kind != "number" or not t.text.isdigit():
@@ -194,11 +207,7 @@ class Parser:
         options: list[Option] = []
         if self.at("("):
             self.next()
-            if not self.at(")"):
-                options.append(self.option())
-                while self.at(","):
-                    self.next()
-                    options.append(self.option())
+            options = self.listed(self.option, ")")
             self.expect(")", "to close the optimizer's options")
         return OptimizerDecl(kind.text, options, kind.location)
 
@@ -208,12 +217,7 @@ class Parser:
         self.expect("=", f"after the option '{n.text}'")
         if self.at("["):
             self.next()
-            names: list[str] = []
-            if not self.at("]"):
-                names.append(self.name("a parameter's name").text)
-                while self.at(","):
-                    self.next()
-                    names.append(self.name("a parameter's name").text)
+            names = self.listed(lambda: self.name("a parameter's name").text, "]")
             self.expect("]", "to close the list of names")
             return Option(n.text, names, n.location)
         negative = self.at("-")
@@ -364,12 +368,7 @@ class Parser:
         n = self.name("an expression")
         if self.at("("):
             self.next()
-            args: list[Expr] = []
-            if not self.at(")"):
-                args.append(self.expr())
-                while self.at(","):
-                    self.next()
-                    args.append(self.expr())
+            args = self.listed(self.expr, ")")
             self.expect(")", f"to close the call of '{n.text}'")
             return Call(n.location, n.text, args)
         if self.at("[") and self.tok.offset == n.offset + len(n.text):

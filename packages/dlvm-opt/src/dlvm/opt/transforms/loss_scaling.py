@@ -97,17 +97,15 @@ class LossScaling(Pass):
                 seed_type.dtype.is_float):
             raise self.error(f"'@{declared.name}' differentiates a result of type "
                              f"'{seed_type}': the loss must be a float scalar")
-        results = module.resolve(twin.type_.result)
-        assert isinstance(results, TupleType)
         b.position_after(call)
         seed = scale if seed_type.dtype == F32 else b.dataTypeCast(scale, seed_type.dtype)
         scaled = b.call(twin, [*call.args, seed])
+        results = module.resolve(declared.type_.result)  # the twin's, aliases kept inside
+        assert isinstance(results, TupleType)
         count = len(results.elements) - len(declared.declaration.keeping)
         parts: list[Value] = []
         gradients: list[Instruction] = []
-        declared_results = module.resolve(declared.type_.result)  # its aliases kept inside
-        assert isinstance(declared_results, TupleType)
-        for k, t in enumerate(declared_results.elements):
+        for k, t in enumerate(results.elements):
             part: Value = b.extract(scaled, [k])
             if k < count:
                 part = self.divided(b, module, part, t, scale, gradients)
